@@ -1,0 +1,21 @@
+# Shared helpers for the trainctl build.
+
+set(TRAINCTL_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+
+# trainctl_add_test(NAME <name> LABEL unit|integration SOURCES ... LIBS ...
+#                   [TIMEOUT seconds])
+function(trainctl_add_test)
+  cmake_parse_arguments(T "" "NAME;LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main
+                                          GTest::gmock)
+  target_compile_options(${T_NAME} PRIVATE ${TRAINCTL_WARNINGS})
+  target_compile_definitions(
+    ${T_NAME} PRIVATE TRAINCTL_BIN_DIR="${CMAKE_BINARY_DIR}/bin"
+                      TRAINCTL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT})
+endfunction()

@@ -1,0 +1,52 @@
+#include "coordinator/event_hub.h"
+
+#include <chrono>
+
+namespace trainctl::coordinator {
+
+int64_t EventHub::Append(const std::string& job_id, v1::JobEvent event) {
+  int64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobLog& log = logs_[job_id];
+    seq = static_cast<int64_t>(log.events.size()) + 1;
+    event.set_seq(seq);
+    event.set_job_id(job_id);
+    log.events.push_back(std::move(event));
+  }
+  appended_.notify_all();
+  return seq;
+}
+
+std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
+                                                  int64_t from_seq,
+                                                  int64_t timeout_ms,
+                                                  bool* closed) {
+  if (from_seq < 1) from_seq = 1;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto ready = [&] {
+    const JobLog& log = logs_[job_id];
+    return log.closed || static_cast<int64_t>(log.events.size()) >= from_seq;
+  };
+  appended_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
+  const JobLog& log = logs_[job_id];
+  std::vector<v1::JobEvent> out;
+  for (int64_t i = from_seq - 1; i < static_cast<int64_t>(log.events.size());
+       ++i) {
+    out.push_back(log.events[i]);
+  }
+  *closed = log.closed;
+  return out;
+}
+
+void EventHub::Close(const std::string& job_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    logs_[job_id].closed = true;
+  }
+  appended_.notify_all();
+}
+
+void EventHub::WakeAll() { appended_.notify_all(); }
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,428 @@
+#include "coordinator/job_manager.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/spec.h"
+#include "coordinator/job_state.h"
+#include "coordinator/scheduler.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+// "ranks 0-1 on node-a, 2 on node-b"
+std::string DescribePlacement(const std::vector<std::string>& workers) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < workers.size()) {
+    size_t j = i;
+    while (j + 1 < workers.size() && workers[j + 1] == workers[i]) ++j;
+    parts.push_back(i == j ? absl::StrCat(i, " on ", workers[i])
+                           : absl::StrCat(i, "-", j, " on ", workers[i]));
+    i = j + 1;
+  }
+  return absl::StrCat("ranks ", absl::StrJoin(parts, ", "));
+}
+
+}  // namespace
+
+JobManager::JobManager(const Clock& clock, EventHub& events,
+                       Rendezvous& rendezvous, int64_t lease_ms,
+                       int64_t heartbeat_interval_ms)
+    : clock_(clock),
+      events_(events),
+      rendezvous_(rendezvous),
+      heartbeat_interval_ms_(heartbeat_interval_ms),
+      registry_(clock, lease_ms) {}
+
+absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
+                                           bool dry_run) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
+  if (!spec.ok()) return spec.status();
+  v1::Job job;
+  *job.mutable_spec() = *std::move(spec);
+  if (dry_run) return job;
+
+  Outbox outbox;
+  v1::Job snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job.set_id(absl::StrCat("job-", next_job_number_++));
+    job.set_state(v1::JOB_STATE_QUEUED);
+    job.set_created_unix_ms(clock_.NowUnixMs());
+    auto [it, inserted] = jobs_.emplace(job.id(), std::move(job));
+    v1::Job& stored = it->second;
+    order_.push_back(stored.id());
+    queue_.push_back(stored.id());
+    v1::JobEvent event;
+    event.set_time_unix_ms(stored.created_unix_ms());
+    auto* t = event.mutable_transition();
+    t->set_to(v1::JOB_STATE_QUEUED);
+    t->set_time_unix_ms(stored.created_unix_ms());
+    t->set_reason("submitted");
+    *stored.add_transitions() = *t;
+    events_.Append(stored.id(), std::move(event));
+    ScheduleLocked(&outbox);
+    snapshot = stored;
+  }
+  TLOG_INFO << "job " << snapshot.id() << " (" << snapshot.spec().name()
+            << ") submitted, " << snapshot.spec().ranks() << " ranks";
+  Deliver(outbox);
+  return snapshot;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  }
+  return it->second;
+}
+
+std::vector<v1::Job> JobManager::List(
+    const std::vector<v1::JobState>& states) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Job> out;
+  for (const auto& id : order_) {
+    const v1::Job& job = jobs_.at(id);
+    if (states.empty() ||
+        std::find(states.begin(), states.end(), job.state()) != states.end()) {
+      out.push_back(job);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
+                                           const std::string& reason) {
+  Outbox outbox;
+  v1::Job snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    v1::Job* job = FindLocked(job_id);
+    if (job == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+    }
+    if (IsFinal(job->state())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, " already ended ", StateName(job->state())));
+    }
+    EndJobLocked(*job, v1::JOB_STATE_CANCELLED,
+                 reason.empty() ? "cancelled by user" : reason, &outbox);
+    snapshot = *job;
+  }
+  Deliver(outbox);
+  return snapshot;
+}
+
+std::vector<v1::WorkerInfo> JobManager::Workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registry_.Describe();
+}
+
+absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
+                                        std::shared_ptr<AgentLink> link) {
+  Outbox outbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status status = registry_.Register(info, link);
+    if (!status.ok()) return status;
+    v1::CoordinatorMessage hello;
+    hello.mutable_registered()->set_worker_name(info.name());
+    hello.mutable_registered()->set_heartbeat_interval_ms(
+        heartbeat_interval_ms_);
+    outbox.push_back({link, std::move(hello)});
+    ScheduleLocked(&outbox);
+  }
+  TLOG_INFO << "worker " << info.name() << " registered: " << info.slots()
+            << " slots at " << info.collective_host();
+  Deliver(outbox);
+  return absl::OkStatus();
+}
+
+void JobManager::WorkerDisconnected(const std::string& worker,
+                                    const AgentLink* link) {
+  Outbox outbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    LoseWorkerLocked(worker, link, "its stream closed", &outbox);
+  }
+  Deliver(outbox);
+}
+
+void JobManager::Heartbeat(const std::string& worker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  registry_.Heartbeat(worker);
+}
+
+void JobManager::CheckLeases() {
+  Outbox outbox;
+  std::vector<std::shared_ptr<AgentLink>> expired_links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& name : registry_.Expired()) {
+      if (const auto* w = registry_.Find(name)) expired_links.push_back(w->link);
+      LoseWorkerLocked(name, nullptr, "its lease expired (no heartbeat)",
+                       &outbox);
+    }
+  }
+  for (auto& link : expired_links) link->Disconnect();
+  Deliver(outbox);
+}
+
+absl::Status JobManager::OnRankStatus(const std::string& worker,
+                                      const v1::RankStatus& status) {
+  Outbox outbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status owner = CheckRankOwnerLocked(worker, status.job_id(),
+                                              status.generation(),
+                                              status.rank());
+    if (!owner.ok()) return owner;
+    v1::Job& job = *FindLocked(status.job_id());
+    const bool current = status.generation() == job.generation() &&
+                         job.state() == v1::JOB_STATE_RUNNING;
+    v1::RankInfo* rank = job.mutable_ranks(status.rank());
+    if (status.running()) {
+      if (current) rank->set_state(v1::RANK_STATE_RUNNING);
+      return absl::OkStatus();
+    }
+    registry_.Release(worker, {status.job_id(), status.generation(),
+                               status.rank()});
+    if (current) {
+      rank->set_state(v1::RANK_STATE_EXITED);
+      rank->set_exit_code(status.exit_code());
+      rank->set_message(status.message());
+      if (status.exit_code() != 0) {
+        std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
+                                       worker, " exited with code ",
+                                       status.exit_code());
+        if (!status.message().empty()) {
+          absl::StrAppend(&why, ": ", status.message());
+        }
+        EndJobLocked(job, v1::JOB_STATE_FAILED, why, &outbox);
+      } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
+                             [](const v1::RankInfo& r) {
+                               return r.state() == v1::RANK_STATE_EXITED;
+                             })) {
+        EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
+                     absl::StrCat("all ", job.ranks_size(),
+                                  " ranks finished"),
+                     &outbox);
+      }
+    }
+    ScheduleLocked(&outbox);  // a slot came free
+  }
+  Deliver(outbox);
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::OnRankMetrics(const std::string& worker,
+                                       const v1::RankMetrics& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const v1::MetricPoint& point = metrics.point();
+  absl::Status owner = CheckRankOwnerLocked(worker, metrics.job_id(),
+                                            metrics.generation(), point.rank());
+  if (!owner.ok()) return owner;
+  v1::Job& job = *FindLocked(metrics.job_id());
+  if (IsFinal(job.state())) return absl::OkStatus();
+  if (point.kind() == "plan") {
+    auto it = point.values().find("total_steps");
+    if (it != point.values().end()) {
+      job.set_total_steps(static_cast<int64_t>(it->second));
+    }
+  } else if (point.kind() == "eval") {
+    *job.mutable_latest_eval() = point;
+  } else {
+    *job.mutable_latest_train() = point;
+  }
+  v1::JobEvent event;
+  event.set_time_unix_ms(point.time_unix_ms());
+  *event.mutable_metric() = point;
+  events_.Append(job.id(), std::move(event));
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::OnRankLog(const std::string& worker,
+                                   const v1::RankLog& log) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status owner = CheckRankOwnerLocked(worker, log.job_id(),
+                                            log.generation(), log.line().rank());
+  if (!owner.ok()) return owner;
+  v1::Job& job = *FindLocked(log.job_id());
+  if (IsFinal(job.state())) return absl::OkStatus();
+  v1::JobEvent event;
+  event.set_time_unix_ms(log.line().time_unix_ms());
+  *event.mutable_log() = log.line();
+  events_.Append(job.id(), std::move(event));
+  return absl::OkStatus();
+}
+
+v1::Job* JobManager::FindLocked(const std::string& job_id) {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
+                                  const std::string& reason) {
+  absl::Status allowed = CheckTransition(job.state(), to);
+  if (!allowed.ok()) {
+    TLOG_ERROR << "job " << job.id() << ": " << allowed.message();
+    return;
+  }
+  const int64_t now = clock_.NowUnixMs();
+  v1::Transition t;
+  t.set_from(job.state());
+  t.set_to(to);
+  t.set_time_unix_ms(now);
+  t.set_reason(reason);
+  *job.add_transitions() = t;
+  job.set_state(to);
+  job.set_reason(reason);
+  if (to == v1::JOB_STATE_RUNNING) job.set_started_unix_ms(now);
+  if (IsFinal(to)) {
+    job.set_finished_unix_ms(now);
+    job.clear_pending_reason();
+  }
+  TLOG_INFO << "job " << job.id() << ": " << StateName(t.from()) << " -> "
+            << StateName(to) << " (" << reason << ")";
+  v1::JobEvent event;
+  event.set_time_unix_ms(now);
+  *event.mutable_transition() = std::move(t);
+  events_.Append(job.id(), std::move(event));
+  if (IsFinal(to)) events_.Close(job.id());
+}
+
+void JobManager::ScheduleLocked(Outbox* outbox) {
+  std::vector<PendingJob> fifo;
+  for (const auto& id : queue_) fifo.push_back({id, jobs_.at(id).spec().ranks()});
+  if (fifo.empty()) return;
+  ScheduleResult result = Schedule(fifo, registry_.FreeSlots());
+  for (const auto& [id, why] : result.waiting) {
+    jobs_.at(id).set_pending_reason(why);
+  }
+  for (const Placement& placement : result.placements) {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));
+    StartJobLocked(jobs_.at(placement.job_id), placement.rank_workers, outbox);
+  }
+}
+
+void JobManager::StartJobLocked(v1::Job& job,
+                                const std::vector<std::string>& workers,
+                                Outbox* outbox) {
+  job.set_generation(job.generation() + 1);
+  job.clear_ranks();
+  job.clear_pending_reason();
+  std::map<std::string, v1::CoordinatorMessage> per_worker;
+  std::map<std::string, int> local_counts;
+  for (const auto& w : workers) ++local_counts[w];
+  std::map<std::string, int> local_next;
+  for (size_t r = 0; r < workers.size(); ++r) {
+    const std::string& name = workers[r];
+    const auto* worker = registry_.Find(name);
+    v1::RankInfo* info = job.add_ranks();
+    info->set_rank(static_cast<int>(r));
+    info->set_worker(name);
+    info->set_host(worker->info.collective_host());
+    info->set_state(v1::RANK_STATE_ASSIGNED);
+    registry_.Occupy(name, {job.id(), job.generation(), static_cast<int>(r)});
+    v1::RankAssignment* a =
+        per_worker[name].mutable_assign()->add_ranks();
+    a->set_job_id(job.id());
+    a->set_generation(job.generation());
+    a->set_rank(static_cast<int>(r));
+    a->set_world_size(static_cast<int>(workers.size()));
+    a->set_local_rank(local_next[name]++);
+    a->set_local_world_size(local_counts[name]);
+    *a->mutable_spec() = job.spec();
+  }
+  TransitionLocked(job, v1::JOB_STATE_RUNNING,
+                   absl::StrCat(DescribePlacement(workers), " (generation ",
+                                job.generation(), ")"));
+  for (auto& [name, message] : per_worker) {
+    outbox->push_back({registry_.Find(name)->link, std::move(message)});
+  }
+}
+
+void JobManager::StopRanksLocked(const v1::Job& job, const std::string& reason,
+                                 Outbox* outbox) {
+  std::set<std::string> notified;
+  for (const v1::RankInfo& rank : job.ranks()) {
+    if (notified.count(rank.worker())) continue;
+    const auto* worker = registry_.Find(rank.worker());
+    if (worker == nullptr) continue;
+    notified.insert(rank.worker());
+    v1::CoordinatorMessage message;
+    message.mutable_cancel()->set_job_id(job.id());
+    message.mutable_cancel()->set_generation(job.generation());
+    message.mutable_cancel()->set_reason(reason);
+    outbox->push_back({worker->link, std::move(message)});
+  }
+}
+
+void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
+                              const std::string& reason, Outbox* outbox) {
+  const bool was_queued = job.state() == v1::JOB_STATE_QUEUED;
+  TransitionLocked(job, to, reason);
+  if (was_queued) {
+    queue_.erase(std::find(queue_.begin(), queue_.end(), job.id()));
+    ScheduleLocked(outbox);  // the jobs behind it may fit now
+  } else {
+    StopRanksLocked(job, reason, outbox);
+  }
+  rendezvous_.DropJob(job.id());
+}
+
+void JobManager::LoseWorkerLocked(const std::string& worker,
+                                  const AgentLink* link, const std::string& why,
+                                  Outbox* outbox) {
+  if (registry_.Find(worker) == nullptr) return;
+  std::set<WorkerRegistry::RankKey> lost = registry_.Remove(worker, link);
+  if (registry_.Find(worker) != nullptr) return;  // a newer link owns the name
+  TLOG_WARNING << "worker " << worker << " lost: " << why;
+  std::set<std::string> failed;
+  for (const auto& key : lost) {
+    v1::Job* job = FindLocked(key.job_id);
+    if (job == nullptr || failed.count(key.job_id)) continue;
+    if (job->state() != v1::JOB_STATE_RUNNING ||
+        job->generation() != key.generation) {
+      continue;
+    }
+    failed.insert(key.job_id);
+    EndJobLocked(*job, v1::JOB_STATE_FAILED,
+                 absl::StrCat("worker ", worker, " running rank ", key.rank,
+                              " was lost: ", why),
+                 outbox);
+  }
+  ScheduleLocked(outbox);
+}
+
+absl::Status JobManager::CheckRankOwnerLocked(const std::string& worker,
+                                              const std::string& job_id,
+                                              int generation, int rank) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || !registry_.Holds(worker, {job_id, generation, rank})) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker, " does not run rank ", rank, " of job ",
+                     job_id, " generation ", generation));
+  }
+  if (rank < 0 || rank >= it->second.ranks_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " out of range for job ", job_id));
+  }
+  return absl::OkStatus();
+}
+
+void JobManager::Deliver(const Outbox& outbox) {
+  for (const Outgoing& out : outbox) {
+    if (!out.link->Send(out.message)) {
+      TLOG_WARNING << "could not send to an agent whose stream is closing";
+    }
+  }
+}
+
+}  // namespace trainctl::coordinator

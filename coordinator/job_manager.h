@@ -1,0 +1,101 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "coordinator/agent_link.h"
+#include "coordinator/event_hub.h"
+#include "coordinator/rendezvous.h"
+#include "coordinator/worker_registry.h"
+#include "trainctl/v1/jobs.pb.h"
+#include "trainctl/v1/workers.pb.h"
+
+namespace trainctl::coordinator {
+
+// Owns every job and drives it through its state machine: validates and
+// queues submissions, gang-assigns ranks to worker slots when enough are
+// free, turns rank exits and lost workers into final states, and records
+// every change as an event. Thread-safe: one mutex guards all job and
+// worker state; messages to agents are sent after the lock is released.
+class JobManager {
+ public:
+  JobManager(const Clock& clock, EventHub& events, Rendezvous& rendezvous,
+             int64_t lease_ms, int64_t heartbeat_interval_ms);
+
+  // --- client side ---
+  // INVALID_ARGUMENT listing every problem in the spec. With dry_run the job
+  // is validated and returned (without an id) but not queued.
+  absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run);
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
+  // In submission order; all jobs when `states` is empty.
+  std::vector<v1::Job> List(const std::vector<v1::JobState>& states) const;
+  // NOT_FOUND for an unknown id; FAILED_PRECONDITION when already final.
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id,
+                                 const std::string& reason);
+  std::vector<v1::WorkerInfo> Workers() const;
+
+  // --- agent side (`worker` is the name the stream registered with) ---
+  // Sends `registered` on the link, then any assignments that now fit.
+  absl::Status RegisterWorker(const v1::RegisterRequest& info,
+                              std::shared_ptr<AgentLink> link);
+  // The agent's stream closed: its ranks are lost.
+  void WorkerDisconnected(const std::string& worker, const AgentLink* link);
+  void Heartbeat(const std::string& worker);
+  // FAILED_PRECONDITION when the worker does not run that rank.
+  absl::Status OnRankStatus(const std::string& worker,
+                            const v1::RankStatus& status);
+  absl::Status OnRankMetrics(const std::string& worker,
+                             const v1::RankMetrics& metrics);
+  absl::Status OnRankLog(const std::string& worker, const v1::RankLog& log);
+
+  // Drops workers whose lease expired; called periodically.
+  void CheckLeases();
+
+ private:
+  struct Outgoing {
+    std::shared_ptr<AgentLink> link;
+    v1::CoordinatorMessage message;
+  };
+  using Outbox = std::vector<Outgoing>;
+
+  v1::Job* FindLocked(const std::string& job_id);
+  void TransitionLocked(v1::Job& job, v1::JobState to,
+                        const std::string& reason);
+  void ScheduleLocked(Outbox* outbox);
+  void StartJobLocked(v1::Job& job, const std::vector<std::string>& workers,
+                      Outbox* outbox);
+  // Tells every agent still holding ranks of the job to kill them.
+  void StopRanksLocked(const v1::Job& job, const std::string& reason,
+                       Outbox* outbox);
+  void EndJobLocked(v1::Job& job, v1::JobState to, const std::string& reason,
+                    Outbox* outbox);
+  void LoseWorkerLocked(const std::string& worker, const AgentLink* link,
+                        const std::string& why, Outbox* outbox);
+  absl::Status CheckRankOwnerLocked(const std::string& worker,
+                                    const std::string& job_id, int generation,
+                                    int rank) const;
+  void Deliver(const Outbox& outbox);
+
+  const Clock& clock_;
+  EventHub& events_;
+  Rendezvous& rendezvous_;
+  const int64_t heartbeat_interval_ms_;
+
+  mutable std::mutex mu_;
+  WorkerRegistry registry_;              // GUARDED_BY(mu_)
+  std::map<std::string, v1::Job> jobs_;  // GUARDED_BY(mu_)
+  std::vector<std::string> order_;       // submission order, GUARDED_BY(mu_)
+  std::deque<std::string> queue_;        // QUEUED jobs, FIFO, GUARDED_BY(mu_)
+  int64_t next_job_number_ = 1;          // GUARDED_BY(mu_)
+};
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,47 @@
+#include "coordinator/job_state.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace trainctl::coordinator {
+
+bool IsFinal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+absl::Status CheckTransition(v1::JobState from, v1::JobState to) {
+  bool allowed = false;
+  switch (from) {
+    case v1::JOB_STATE_QUEUED:
+      allowed = to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_CANCELLED ||
+                to == v1::JOB_STATE_FAILED;
+      break;
+    case v1::JOB_STATE_RUNNING:
+      allowed = IsFinal(to);
+      break;
+    default:
+      allowed = false;
+  }
+  if (allowed) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "job cannot go from ", StateName(from), " to ", StateName(to)));
+}
+
+const char* StateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_QUEUED:
+      return "QUEUED";
+    case v1::JOB_STATE_RUNNING:
+      return "RUNNING";
+    case v1::JOB_STATE_SUCCEEDED:
+      return "SUCCEEDED";
+    case v1::JOB_STATE_FAILED:
+      return "FAILED";
+    case v1::JOB_STATE_CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNSPECIFIED";
+  }
+}
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,22 @@
+#pragma once
+
+#include "absl/status/status.h"
+#include "trainctl/v1/jobs.pb.h"
+
+namespace trainctl::coordinator {
+
+// The job state machine, as pure functions:
+//   QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
+//   QUEUED -> CANCELLED | FAILED
+// Final states have no way out.
+
+bool IsFinal(v1::JobState state);
+
+// OK when `from -> to` is an edge of the machine; FAILED_PRECONDITION naming
+// both states otherwise.
+absl::Status CheckTransition(v1::JobState from, v1::JobState to);
+
+// "QUEUED", "RUNNING", ... (the enum name without its prefix).
+const char* StateName(v1::JobState state);
+
+}  // namespace trainctl::coordinator

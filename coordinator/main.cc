@@ -1,0 +1,66 @@
+// trainctl-coordinator: parses flags and runs CoordinatorServer until
+// SIGINT or SIGTERM.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "coordinator/coordinator_server.h"
+
+int main(int argc, char** argv) {
+  trainctl::coordinator::CoordinatorOptions options;
+  std::string port_file;
+  CLI::App app{"trainctl-coordinator: queues training jobs, assigns ranks to "
+               "workers, serves rendezvous and streams metrics."};
+  app.add_option("--listen", options.listen,
+                 "HOST:PORT to serve gRPC on; port 0 picks a free port")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file,
+                 "write the bound port to this file once serving");
+  app.add_option("--lease-ms", options.lease_ms,
+                 "a worker silent this long is declared lost")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{3'600'000}));
+  app.add_option("--heartbeat-ms", options.heartbeat_interval_ms,
+                 "heartbeat interval asked of every worker")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
+  CLI11_PARSE(app, argc, argv);
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  trainctl::RealClock clock;
+  trainctl::coordinator::CoordinatorServer server(options, clock);
+  absl::StatusOr<int> port = server.Start();
+  if (!port.ok()) {
+    fprintf(stderr, "trainctl-coordinator: %s\n",
+            std::string(port.status().message()).c_str());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    // Write then rename, so a reader never sees a half-written port.
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << *port << "\n";
+    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      fprintf(stderr, "trainctl-coordinator: cannot write --port-file %s\n",
+              port_file.c_str());
+      return 1;
+    }
+  }
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  TLOG_INFO << "signal " << signal_number << ": shutting down";
+  server.Shutdown();
+  return 0;
+}

@@ -1,0 +1,103 @@
+#include <algorithm>
+
+#include "common/grpc_status.h"
+#include "coordinator/services.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+constexpr int64_t kDefaultWaitMs = 300'000;
+constexpr int64_t kMaxWaitMs = 3'600'000;
+
+Rendezvous::Scope ToScope(const v1::Scope& scope) {
+  return {scope.job_id(), scope.generation()};
+}
+
+int64_t WaitMs(int64_t requested) {
+  return requested <= 0 ? kDefaultWaitMs : std::min(requested, kMaxWaitMs);
+}
+
+grpc::Status CheckScope(const v1::Scope& scope) {
+  if (scope.job_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "scope.job_id: must not be empty");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status RendezvousService::Set(grpc::ServerContext*,
+                                    const v1::SetRequest* req,
+                                    v1::SetResponse*) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  store_.Set(ToScope(req->scope()), req->key(), req->value());
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::Get(grpc::ServerContext*,
+                                    const v1::GetRequest* req,
+                                    v1::GetResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  absl::StatusOr<std::string> value =
+      store_.Get(ToScope(req->scope()), req->key(), WaitMs(req->timeout_ms()));
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  resp->set_value(*std::move(value));
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::Add(grpc::ServerContext*,
+                                    const v1::AddRequest* req,
+                                    v1::AddResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  absl::StatusOr<int64_t> sum =
+      store_.Add(ToScope(req->scope()), req->key(), req->delta());
+  if (!sum.ok()) return ToGrpcStatus(sum.status());
+  resp->set_value(*sum);
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::CompareSet(grpc::ServerContext*,
+                                           const v1::CompareSetRequest* req,
+                                           v1::CompareSetResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  resp->set_value(store_.CompareSet(ToScope(req->scope()), req->key(),
+                                    req->expected(), req->desired()));
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::Check(grpc::ServerContext*,
+                                      const v1::CheckRequest* req,
+                                      v1::CheckResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  resp->set_all_present(store_.Check(
+      ToScope(req->scope()), {req->keys().begin(), req->keys().end()}));
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::Wait(grpc::ServerContext*,
+                                     const v1::WaitRequest* req,
+                                     v1::WaitResponse*) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  return ToGrpcStatus(store_.Wait(ToScope(req->scope()),
+                                  {req->keys().begin(), req->keys().end()},
+                                  WaitMs(req->timeout_ms())));
+}
+
+grpc::Status RendezvousService::Delete(grpc::ServerContext*,
+                                       const v1::DeleteRequest* req,
+                                       v1::DeleteResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  resp->set_deleted(store_.Delete(ToScope(req->scope()), req->key()));
+  return grpc::Status::OK;
+}
+
+grpc::Status RendezvousService::NumKeys(grpc::ServerContext*,
+                                        const v1::NumKeysRequest* req,
+                                        v1::NumKeysResponse* resp) {
+  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  resp->set_count(store_.NumKeys(ToScope(req->scope())));
+  return grpc::Status::OK;
+}
+
+}  // namespace trainctl::coordinator

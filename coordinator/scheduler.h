@@ -1,0 +1,43 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainctl::coordinator {
+
+// Gang scheduling as a pure function of the queue and the free slots.
+//
+// Jobs are served strictly first in, first out: when the oldest job does not
+// fit, younger jobs wait behind it, so a large job is never starved by a
+// stream of small ones. A job starts only when all of its ranks fit at once.
+// Ranks are packed onto the workers with the most free slots first (ties by
+// name), so ranks of a job share as few nodes as possible and the ranks on
+// one node are consecutive.
+
+struct PendingJob {
+  std::string id;
+  int ranks = 0;
+};
+
+struct WorkerSlots {
+  std::string name;
+  int free_slots = 0;
+  int total_slots = 0;
+};
+
+struct Placement {
+  std::string job_id;
+  std::vector<std::string> rank_workers;  // rank i runs on rank_workers[i]
+};
+
+struct ScheduleResult {
+  std::vector<Placement> placements;
+  // For each job left waiting: why, in words a person can act on.
+  std::map<std::string, std::string> waiting;
+};
+
+ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
+                        const std::vector<WorkerSlots>& workers);
+
+}  // namespace trainctl::coordinator

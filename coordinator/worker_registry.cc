@@ -1,0 +1,101 @@
+#include "coordinator/worker_registry.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace trainctl::coordinator {
+
+absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
+                                      std::shared_ptr<AgentLink> link) {
+  if (info.name().empty()) {
+    return absl::InvalidArgumentError("register.name: must not be empty");
+  }
+  if (info.slots() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register.slots: must be at least 1, got ", info.slots()));
+  }
+  auto it = workers_.find(info.name());
+  if (it != workers_.end()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "a worker named '", info.name(),
+        "' is already connected; give each worker a unique --name"));
+  }
+  Worker& w = workers_[info.name()];
+  w.info = info;
+  w.link = std::move(link);
+  w.last_heartbeat_ms = clock_.NowUnixMs();
+  return absl::OkStatus();
+}
+
+std::set<WorkerRegistry::RankKey> WorkerRegistry::Remove(
+    const std::string& name, const AgentLink* link) {
+  auto it = workers_.find(name);
+  if (it == workers_.end()) return {};
+  if (link != nullptr && it->second.link.get() != link) return {};
+  std::set<RankKey> ranks = std::move(it->second.ranks);
+  workers_.erase(it);
+  return ranks;
+}
+
+void WorkerRegistry::Heartbeat(const std::string& name) {
+  auto it = workers_.find(name);
+  if (it != workers_.end()) it->second.last_heartbeat_ms = clock_.NowUnixMs();
+}
+
+std::vector<std::string> WorkerRegistry::Expired() const {
+  std::vector<std::string> out;
+  const int64_t now = clock_.NowUnixMs();
+  for (const auto& [name, w] : workers_) {
+    if (now - w.last_heartbeat_ms > lease_ms_) out.push_back(name);
+  }
+  return out;
+}
+
+void WorkerRegistry::Occupy(const std::string& name, const RankKey& key) {
+  auto it = workers_.find(name);
+  if (it != workers_.end()) it->second.ranks.insert(key);
+}
+
+void WorkerRegistry::Release(const std::string& name, const RankKey& key) {
+  auto it = workers_.find(name);
+  if (it != workers_.end()) it->second.ranks.erase(key);
+}
+
+bool WorkerRegistry::Holds(const std::string& name, const RankKey& key) const {
+  auto it = workers_.find(name);
+  return it != workers_.end() && it->second.ranks.count(key) > 0;
+}
+
+const WorkerRegistry::Worker* WorkerRegistry::Find(
+    const std::string& name) const {
+  auto it = workers_.find(name);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+std::vector<WorkerSlots> WorkerRegistry::FreeSlots() const {
+  std::vector<WorkerSlots> out;
+  for (const auto& [name, w] : workers_) {
+    out.push_back({name, w.info.slots() - static_cast<int>(w.ranks.size()),
+                   w.info.slots()});
+  }
+  return out;
+}
+
+std::vector<v1::WorkerInfo> WorkerRegistry::Describe() const {
+  std::vector<v1::WorkerInfo> out;
+  for (const auto& [name, w] : workers_) {
+    v1::WorkerInfo info;
+    info.set_name(name);
+    info.set_host(w.info.collective_host());
+    info.set_slots_total(w.info.slots());
+    info.set_slots_free(w.info.slots() - static_cast<int>(w.ranks.size()));
+    for (const auto& d : w.info.devices()) info.add_devices(d);
+    info.set_last_heartbeat_unix_ms(w.last_heartbeat_ms);
+    for (const auto& r : w.ranks) {
+      info.add_running(absl::StrCat(r.job_id, "/", r.rank));
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace trainctl::coordinator

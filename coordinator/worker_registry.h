@@ -1,0 +1,71 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/clock.h"
+#include "coordinator/agent_link.h"
+#include "coordinator/scheduler.h"
+#include "trainctl/v1/jobs.pb.h"
+#include "trainctl/v1/workers.pb.h"
+
+namespace trainctl::coordinator {
+
+// Which agents are connected, what slots they have, which ranks occupy them,
+// and whether their lease is still fresh. Not thread-safe: JobManager owns it
+// and calls it under its own lock.
+class WorkerRegistry {
+ public:
+  // Identifies one rank of one job generation occupying a slot.
+  struct RankKey {
+    std::string job_id;
+    int generation = 0;
+    int rank = 0;
+    bool operator<(const RankKey& o) const {
+      if (job_id != o.job_id) return job_id < o.job_id;
+      if (generation != o.generation) return generation < o.generation;
+      return rank < o.rank;
+    }
+  };
+
+  struct Worker {
+    v1::RegisterRequest info;
+    std::shared_ptr<AgentLink> link;
+    int64_t last_heartbeat_ms = 0;
+    std::set<RankKey> ranks;
+  };
+
+  WorkerRegistry(const Clock& clock, int64_t lease_ms)
+      : clock_(clock), lease_ms_(lease_ms) {}
+
+  // ALREADY_EXISTS when a live agent holds the name; INVALID_ARGUMENT on an
+  // empty name or fewer than one slot.
+  absl::Status Register(const v1::RegisterRequest& info,
+                        std::shared_ptr<AgentLink> link);
+  // Removes the worker if `link` is still its link (a stale stream closing
+  // after a reconnect must not remove the new one). Returns the ranks it held.
+  std::set<RankKey> Remove(const std::string& name, const AgentLink* link);
+  void Heartbeat(const std::string& name);
+  // Workers whose lease ran out; the caller removes them.
+  std::vector<std::string> Expired() const;
+
+  void Occupy(const std::string& name, const RankKey& key);
+  void Release(const std::string& name, const RankKey& key);
+  bool Holds(const std::string& name, const RankKey& key) const;
+
+  const Worker* Find(const std::string& name) const;
+  std::vector<WorkerSlots> FreeSlots() const;
+  std::vector<v1::WorkerInfo> Describe() const;
+
+ private:
+  const Clock& clock_;
+  const int64_t lease_ms_;
+  std::map<std::string, Worker> workers_;
+};
+
+}  // namespace trainctl::coordinator

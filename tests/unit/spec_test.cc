@@ -1,0 +1,125 @@
+#include "common/spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace trainctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kMinimal[] = R"(
+name: tiny
+ranks: 2
+model: mlp
+data:
+  train_images: /data/train-images.gz
+  train_labels: /data/train-labels.gz
+)";
+
+TEST(SpecTest, FillsDefaults) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(kMinimal);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "tiny");
+  EXPECT_EQ(spec->ranks(), 2);
+  EXPECT_EQ(spec->model().type(), "mlp");
+  EXPECT_THAT(spec->model().hidden(), ::testing::ElementsAre(512, 256));
+  EXPECT_EQ(spec->data().format(), "idx");
+  EXPECT_EQ(spec->optimizer().type(), "adamw");
+  EXPECT_DOUBLE_EQ(spec->optimizer().lr(), 1e-3);
+  EXPECT_THAT(spec->optimizer().betas(), ::testing::ElementsAre(0.9, 0.999));
+  EXPECT_EQ(spec->scheduler().type(), "constant");
+  EXPECT_EQ(spec->training().epochs(), 1);
+  EXPECT_EQ(spec->training().batch_size(), 64);
+  EXPECT_EQ(PerRankBatch(*spec), 32);
+}
+
+TEST(SpecTest, AcceptsJson) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+      R"({"name": "j", "model": {"type": "mlp", "hidden": [8]},
+          "data": {"train_images": "a", "train_labels": "b"},
+          "optimizer": {"type": "sgd", "lr": 0.5, "momentum": 0.9},
+          "training": {"batch_size": 10, "epochs": 3}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->model().hidden(), ::testing::ElementsAre(8));
+  EXPECT_DOUBLE_EQ(spec->optimizer().lr(), 0.5);
+  EXPECT_DOUBLE_EQ(spec->optimizer().momentum(), 0.9);
+  EXPECT_EQ(spec->training().epochs(), 3);
+}
+
+// Each bad input must be rejected with a message naming the field at fault.
+struct BadCase {
+  const char* yaml;
+  const char* expected;
+};
+
+class SpecErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(SpecErrorTest, NamesTheField) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(GetParam().yaml);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, SpecErrorTest,
+    ::testing::Values(
+        BadCase{"model: resnet\ndata: {train_images: a, train_labels: b}",
+                "model.type: unknown model 'resnet' (known: mlp)"},
+        BadCase{"data: {train_images: a, train_labels: b}",
+                "model.type: is required"},
+        BadCase{"model: mlp\ndata: {train_images: a}",
+                "data.train_labels: is required"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "optimizer: {lr: -1}",
+                "optimizer.lr: must be in [0, 1000], got -1"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "optimizer: {lr: fast}",
+                "optimizer.lr: must be a finite number, got 'fast'"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "training: {epochs: 0}",
+                "training.epochs: must be in [1, 100000], got 0"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "training: {bach_size: 3}",
+                "training.bach_size: unknown field"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "learning_rate: 3",
+                "learning_rate: unknown field"},
+        BadCase{"ranks: 3\nmodel: mlp\ndata: {train_images: a, "
+                "train_labels: b}\ntraining: {batch_size: 64}",
+                "training.batch_size: 64 does not divide evenly over 3 ranks"},
+        BadCase{"ranks: -2\nmodel: mlp\ndata: {train_images: a, "
+                "train_labels: b}",
+                "ranks: must be in [1, 4096], got -2"},
+        BadCase{"model: {type: mlp, hidden: [0]}\n"
+                "data: {train_images: a, train_labels: b}",
+                "model.hidden[0]: must be an integer in [1, 65536]"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b,"
+                " eval_images: c}",
+                "data.eval_labels: eval_images and eval_labels must be given"},
+        BadCase{"[1, 2", "spec: not valid YAML or JSON"},
+        BadCase{"- a\n- b", "spec: must be a mapping"},
+        BadCase{"", "spec: is empty"}));
+
+TEST(SpecTest, ReportsEveryProblemAtOnce) {
+  absl::StatusOr<v1::JobSpec> spec =
+      ParseJobSpec("model: cnn2\noptimizer: {type: lion}\n");
+  ASSERT_FALSE(spec.ok());
+  const std::string message(spec.status().message());
+  EXPECT_THAT(message, HasSubstr("model.type"));
+  EXPECT_THAT(message, HasSubstr("optimizer.type: unknown optimizer 'lion'"));
+  EXPECT_THAT(message, HasSubstr("data.train_images: is required"));
+}
+
+TEST(SpecTest, JsonRoundTripParsesToTheSameSpec) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(kMinimal);
+  ASSERT_TRUE(spec.ok());
+  absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << JobSpecToJson(*spec);
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+}
+
+}  // namespace
+}  // namespace trainctl

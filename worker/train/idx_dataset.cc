@@ -1,0 +1,106 @@
+#include "worker/train/idx_dataset.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace trainctl::train {
+namespace {
+
+constexpr uint32_t kUbyteLabels = 0x00000801;
+constexpr uint32_t kUbyteImages = 0x00000803;
+constexpr int64_t kMaxSamples = int64_t{1} << 31;
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+// An IDX file: its dimensions and its payload bytes (unsigned 8-bit only).
+struct IdxFile {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+
+absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
+                                int64_t limit, const std::string& field) {
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", path, ": ", why));
+  };
+  // gzopen reads plain files transparently too.
+  GzFile file(gzopen(path.c_str(), "rb"));
+  if (!file) return fail(absl::StrCat("cannot open: ", strerror(errno)));
+  auto read_u32 = [&](uint32_t* out) {
+    unsigned char b[4];
+    if (gzread(file.get(), b, 4) != 4) return false;
+    *out = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) |
+           (uint32_t{b[2]} << 8) | b[3];
+    return true;
+  };
+  uint32_t got_magic = 0;
+  if (!read_u32(&got_magic)) return fail("too short for an IDX header");
+  if (got_magic != magic) {
+    return fail(absl::StrCat("not an IDX ", magic == kUbyteImages ? "image" : "label",
+                             " file (magic 0x", absl::Hex(got_magic),
+                             ", expected 0x", absl::Hex(magic), ")"));
+  }
+  IdxFile idx;
+  int64_t total = 1;
+  for (uint32_t i = 0; i < (magic & 0xff); ++i) {
+    uint32_t d = 0;
+    if (!read_u32(&d)) return fail("truncated IDX header");
+    if (d == 0 || d > kMaxSamples) return fail("implausible IDX dimension");
+    idx.dims.push_back(d);
+  }
+  if (limit > 0 && limit < idx.dims[0]) idx.dims[0] = limit;
+  for (int64_t d : idx.dims) total *= d;
+  if (total > (int64_t{1} << 34)) return fail("IDX file too large");
+  idx.data.resize(total);
+  int64_t done = 0;
+  while (done < total) {
+    const unsigned chunk =
+        static_cast<unsigned>(std::min<int64_t>(total - done, 1 << 30));
+    int n = gzread(file.get(), idx.data.data() + done, chunk);
+    if (n <= 0) {
+      return fail(absl::StrCat("truncated: expected ", total,
+                               " payload bytes, got ", done));
+    }
+    done += n;
+  }
+  return idx;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+                                const std::string& labels_path, int64_t limit,
+                                const std::string& field) {
+  ASSIGN_OR_RETURN(IdxFile images,
+                   ReadIdx(images_path, kUbyteImages, limit,
+                           absl::StrCat(field, "_images")));
+  ASSIGN_OR_RETURN(IdxFile labels,
+                   ReadIdx(labels_path, kUbyteLabels, limit,
+                           absl::StrCat(field, "_labels")));
+  if (images.dims[0] != labels.dims[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "_labels: ", labels_path, " has ", labels.dims[0],
+        " labels but ", images_path, " has ", images.dims[0], " images"));
+  }
+  Dataset ds;
+  ds.inputs = torch::from_blob(images.data.data(), images.dims, torch::kUInt8)
+                  .to(torch::kFloat32)
+                  .div_(255.0);
+  ds.labels = torch::from_blob(labels.data.data(), {labels.dims[0]},
+                               torch::kUInt8)
+                  .to(torch::kInt64);
+  return ds;
+}
+
+}  // namespace trainctl::train

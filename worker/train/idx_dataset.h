@@ -1,0 +1,26 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace trainctl::train {
+
+// An in-memory labelled dataset: inputs [N, ...] float, labels [N] int64.
+struct Dataset {
+  torch::Tensor inputs;
+  torch::Tensor labels;
+  int64_t size() const { return labels.size(0); }
+};
+
+// Reads an IDX image file and its label file (MNIST / Fashion-MNIST layout),
+// gzip-compressed or raw. Pixels are scaled to [0, 1]. `limit` > 0 keeps
+// only the first `limit` samples. Errors name `field` (the spec field the
+// paths came from) and the file, and say what is wrong with it.
+absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+                                const std::string& labels_path, int64_t limit,
+                                const std::string& field);
+
+}  // namespace trainctl::train

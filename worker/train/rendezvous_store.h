@@ -1,0 +1,42 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <memory>
+#include <string>
+
+#include "trainctl/v1/rendezvous.grpc.pb.h"
+
+namespace trainctl::train {
+
+// c10d::Store backed by the coordinator's Rendezvous service, scoped to one
+// job generation. c10d expects a failing store call to throw, so failures
+// become c10::Error with the coordinator's message; the rank process turns
+// them into a job failure at its boundary. Thread-safe (gRPC stubs are).
+class RendezvousStore : public c10d::Store {
+ public:
+  RendezvousStore(std::shared_ptr<v1::Rendezvous::StubInterface> stub,
+                  std::string job_id, int generation,
+                  std::chrono::milliseconds timeout);
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  std::vector<uint8_t> compareSet(
+      const std::string& key, const std::vector<uint8_t>& expected,
+      const std::vector<uint8_t>& desired) override;
+  std::vector<uint8_t> get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t value) override;
+  bool deleteKey(const std::string& key) override;
+  bool check(const std::vector<std::string>& keys) override;
+  int64_t getNumKeys() override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
+
+ private:
+  // A client context whose deadline covers a server-side wait of wait_ms.
+  std::unique_ptr<grpc::ClientContext> Context(int64_t wait_ms) const;
+  v1::Scope scope_;
+  std::shared_ptr<v1::Rendezvous::StubInterface> stub_;
+};
+
+}  // namespace trainctl::train
