@@ -250,8 +250,8 @@ TEST(CliTest, CoordinatorAddressPrecedence) {
   EXPECT_EQ(ResolveCoordinatorAddress("", nullptr), "127.0.0.1:7070");
 }
 
-int Run(std::vector<const char*> args, std::string* out_text,
-        std::string* err_text) {
+int RunTrainctl(std::vector<const char*> args, std::string* out_text,
+                std::string* err_text) {
   args.insert(args.begin(), "trainctl");
   std::ostringstream out, err;
   const int code = RunCli(static_cast<int>(args.size()), args.data(), out, err);
@@ -262,20 +262,22 @@ int Run(std::vector<const char*> args, std::string* out_text,
 
 TEST(CliTest, UsageErrorsExitTwoWithoutContactingServer) {
   std::string out, err;
-  EXPECT_EQ(Run({}, &out, &err), 2);
-  EXPECT_EQ(Run({"frobnicate"}, &out, &err), 2);
-  EXPECT_EQ(Run({"status"}, &out, &err), 2);
-  EXPECT_EQ(Run({"list", "--output", "yaml"}, &out, &err), 2);
-  EXPECT_EQ(Run({"submit", "x.yaml", "--follow", "--dry-run"}, &out, &err), 2);
-  EXPECT_EQ(Run({"list", "--state", "done"}, &out, &err), 2);
+  EXPECT_EQ(RunTrainctl({}, &out, &err), 2);
+  EXPECT_EQ(RunTrainctl({"frobnicate"}, &out, &err), 2);
+  EXPECT_EQ(RunTrainctl({"status"}, &out, &err), 2);
+  EXPECT_EQ(RunTrainctl({"list", "--output", "yaml"}, &out, &err), 2);
+  EXPECT_EQ(
+      RunTrainctl({"submit", "x.yaml", "--follow", "--dry-run"}, &out, &err),
+      2);
+  EXPECT_EQ(RunTrainctl({"list", "--state", "done"}, &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("unknown job state 'done'"));
-  EXPECT_EQ(Run({"submit", "/nonexistent/job.yaml"}, &out, &err), 2);
+  EXPECT_EQ(RunTrainctl({"submit", "/nonexistent/job.yaml"}, &out, &err), 2);
   EXPECT_THAT(err, HasSubstr("cannot read job spec /nonexistent/job.yaml"));
 }
 
 TEST(CliTest, HelpShowsExamples) {
   std::string out, err;
-  EXPECT_EQ(Run({"submit", "--help"}, &out, &err), 0);
+  EXPECT_EQ(RunTrainctl({"submit", "--help"}, &out, &err), 0);
   EXPECT_THAT(out, HasSubstr("trainctl submit examples/mnist.yaml --follow"));
 }
 

@@ -55,9 +55,9 @@ class FollowJobTest : public ::testing::Test {
       for (const auto& e : a.events) cb(e);
       return a.status;
     };
-    return FollowJob("j-1", open,
-                     [this](const v1::JobEvent& e) { seen_.push_back(e.seq()); },
-                     options_);
+    return FollowJob(
+        "j-1", open,
+        [this](const v1::JobEvent& e) { seen_.push_back(e.seq()); }, options_);
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
@@ -69,10 +69,11 @@ class FollowJobTest : public ::testing::Test {
 };
 
 TEST_F(FollowJobTest, EndsWithFinalStateOfCompleteStream) {
-  script_.push_back({{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED),
-                      Transition(2, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING),
-                      Transition(3, v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED)},
-                     absl::OkStatus()});
+  script_.push_back(
+      {{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED),
+        Transition(2, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING),
+        Transition(3, v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED)},
+       absl::OkStatus()});
   absl::StatusOr<v1::JobState> state = Follow();
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ(*state, v1::JOB_STATE_FAILED);
@@ -81,30 +82,34 @@ TEST_F(FollowJobTest, EndsWithFinalStateOfCompleteStream) {
 }
 
 TEST_F(FollowJobTest, ResumesAfterLastSeqAndSkipsReplayedEvents) {
-  script_.push_back({{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED),
-                      Transition(2, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING),
-                      Log(3)},
-                     absl::UnavailableError("coordinator restarting")});
+  script_.push_back(
+      {{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED),
+        Transition(2, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING), Log(3)},
+       absl::UnavailableError("coordinator restarting")});
   script_.push_back({{}, absl::UnavailableError("connection refused")});
   // A sloppy server replays seq 3 again; it must not be printed twice.
-  script_.push_back({{Log(3), Log(4),
-                      Transition(5, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)},
-                     absl::OkStatus()});
+  script_.push_back(
+      {{Log(3), Log(4),
+        Transition(5, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED)},
+       absl::OkStatus()});
   absl::StatusOr<v1::JobState> state = Follow();
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ(*state, v1::JOB_STATE_SUCCEEDED);
   EXPECT_THAT(from_seqs_, ElementsAre(1, 4, 4));
   EXPECT_THAT(seen_, ElementsAre(1, 2, 3, 4, 5));
-  EXPECT_THAT(sleeps_, ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500)));
+  EXPECT_THAT(sleeps_,
+              ElementsAre(absl::Milliseconds(250), absl::Milliseconds(500)));
 }
 
 TEST_F(FollowJobTest, GivesUpAfterMaxOutage) {
-  script_.push_back({{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_RUNNING)},
-                     absl::UnavailableError("socket closed")});
+  script_.push_back(
+      {{Transition(1, v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_RUNNING)},
+       absl::UnavailableError("socket closed")});
   absl::StatusOr<v1::JobState> state = Follow();
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(state.status().message()), HasSubstr("last event seq 1"));
+  EXPECT_THAT(std::string(state.status().message()),
+              HasSubstr("last event seq 1"));
   absl::Duration slept;
   for (absl::Duration d : sleeps_) slept += d;
   EXPECT_EQ(slept, absl::Seconds(60));
@@ -138,8 +143,8 @@ TEST_F(FollowJobTest, LongQuietStreamStartsAFreshOutageWindow) {
     }
     return absl::UnavailableError("x");
   };
-  absl::StatusOr<v1::JobState> state =
-      FollowJob("j-1", open, [](const v1::JobEvent&) {}, options_);
+  absl::StatusOr<v1::JobState> state = FollowJob(
+      "j-1", open, [](const v1::JobEvent&) {}, options_);
   ASSERT_TRUE(state.ok()) << state.status();
   EXPECT_EQ(*state, v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(attempts, 5);

@@ -1,6 +1,7 @@
 #include "worker/train/trainer.h"
 
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
@@ -130,9 +131,15 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   const int64_t features = train.inputs[0].numel();
   const int64_t classes = 10;
 
-  torch::manual_seed(spec.seed());
-  ASSIGN_OR_RETURN(torch::nn::Sequential model,
-                   BuildModel(spec.model(), features, classes));
+  torch::nn::Sequential model;
+  {
+    // Initialisation draws from torch's global generator; ranks that share a
+    // process (tests run them as threads) must not interleave their draws.
+    static std::mutex init_mu;
+    std::lock_guard<std::mutex> lock(init_mu);
+    torch::manual_seed(spec.seed());
+    ASSIGN_OR_RETURN(model, BuildModel(spec.model(), features, classes));
+  }
   model->to(ctx.device);
   std::vector<torch::Tensor> params = model->parameters();
   BroadcastFromRankZero(ctx, params);

@@ -1,0 +1,38 @@
+# The two commands of the README: `make demo` and `make test`.
+# Both install what is missing (apt), configure, build, then run.
+
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: all deps configure build test test-unit test-integration demo format clean
+
+all: build
+
+deps:
+	@bash deploy/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || \
+	  (cat $(BUILD).configure.log; exit 1)
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -L unit -j$(JOBS)
+
+test-integration: build
+	cd $(BUILD) && ctest --output-on-failure -L integration
+
+demo: build
+	bash deploy/local-cluster.sh --bin $(BUILD)/bin examples/fashion-mnist-mlp.yaml
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD).configure.log

@@ -1,0 +1,284 @@
+#include "client/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/coordinator_client.h"
+#include "client/format.h"
+#include "client/render.h"
+#include "client/watch.h"
+#include "common/spec.h"
+
+namespace trainctl::client {
+namespace {
+
+// What every command needs besides its own arguments.
+struct Env {
+  CoordinatorClient* client;
+  std::ostream& out;
+  std::ostream& err;
+  bool json;
+  RenderContext ctx;
+};
+
+int Fail(const Env& env, const absl::Status& status) {
+  env.err << "trainctl: " << DescribeError(status, env.client->address())
+          << "\n";
+  return ExitCodeForStatus(status);
+}
+
+absl::StatusOr<std::string> ReadSpecFile(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read job spec ", path, ": is a directory"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read job spec ", path, ": ", std::strerror(errno)));
+  }
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read job spec ", path, ": read error"));
+  }
+  return text;
+}
+
+// Prints the job's events until it is final; exit code by final state.
+int WatchUntilDone(Env& env, const std::string& job_id, int64_t total_steps) {
+  FollowOptions options;
+  options.notice = [&env](const std::string& message) {
+    env.err << "trainctl: " << message << std::endl;
+  };
+  auto open_stream = [&env, &job_id](int64_t from_seq,
+                                     const EventCallback& on_event) {
+    return env.client->WatchJob(job_id, from_seq, on_event);
+  };
+  auto on_event = [&](const v1::JobEvent& event) {
+    if (env.json) {
+      env.out << ToJson(event, /*pretty=*/false) << std::endl;
+      return;
+    }
+    // total_steps may only be known once the job is placed.
+    if (total_steps == 0 && event.has_transition() &&
+        event.transition().to() == v1::JOB_STATE_RUNNING) {
+      absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
+      if (job.ok()) total_steps = job->total_steps();
+    }
+    env.ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
+    env.out << RenderEventLine(event, total_steps, env.ctx) << std::endl;
+  };
+  absl::StatusOr<v1::JobState> final_state =
+      FollowJob(job_id, open_stream, on_event, options);
+  if (!final_state.ok()) return Fail(env, final_state.status());
+  return ExitCodeForState(*final_state);
+}
+
+int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run) {
+  absl::StatusOr<std::string> text = ReadSpecFile(path);
+  if (!text.ok()) {
+    env.err << "trainctl: " << text.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::SubmitJobResponse> response =
+      env.client->SubmitJob(*text, dry_run);
+  if (!response.ok()) {
+    if (response.status().code() == absl::StatusCode::kInvalidArgument) {
+      env.err << RenderSpecErrors(path,
+                                  std::string(response.status().message()));
+      return kExitUsage;
+    }
+    return Fail(env, response.status());
+  }
+  const v1::Job& job = response->job();
+  if (env.json) {
+    env.out << ToJson(*response, /*pretty=*/!follow) << std::endl;
+  } else if (dry_run) {
+    env.out << JobSpecToJson(job.spec()) << "\n";
+    env.err << "job spec " << path
+            << " is valid (dry run: nothing submitted)\n";
+  } else {
+    env.out << job.id() << std::endl;
+    if (!follow && job.state() == v1::JOB_STATE_QUEUED &&
+        !job.pending_reason().empty()) {
+      env.err << "waiting: " << job.pending_reason() << "\n";
+    }
+  }
+  if (dry_run || !follow) return kExitOk;
+  return WatchUntilDone(env, job.id(), job.total_steps());
+}
+
+int CmdList(Env& env, const std::vector<std::string>& state_names) {
+  std::vector<v1::JobState> states;
+  for (const std::string& name : state_names) {
+    absl::StatusOr<v1::JobState> state = ParseStateName(name);
+    if (!state.ok()) {
+      env.err << "trainctl: " << state.status().message() << "\n";
+      return kExitUsage;
+    }
+    states.push_back(*state);
+  }
+  absl::StatusOr<v1::ListJobsResponse> response = env.client->ListJobs(states);
+  if (!response.ok()) return Fail(env, response.status());
+  if (env.json) {
+    env.out << ToJson(*response, /*pretty=*/true) << "\n";
+  } else {
+    env.out << RenderJobTable(*response, env.ctx);
+  }
+  return kExitOk;
+}
+
+int CmdStatus(Env& env, const std::string& job_id) {
+  absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
+  if (!job.ok()) return Fail(env, job.status());
+  env.out << (env.json ? ToJson(*job, /*pretty=*/true) + "\n"
+                       : RenderJobStatus(*job, env.ctx));
+  return kExitOk;
+}
+
+int CmdCancel(Env& env, const std::string& job_id, const std::string& reason) {
+  absl::StatusOr<v1::Job> job = env.client->CancelJob(job_id, reason);
+  if (!job.ok()) return Fail(env, job.status());
+  if (env.json) {
+    env.out << ToJson(*job, /*pretty=*/true) << "\n";
+  } else {
+    env.out << "job " << job->id() << ": " << StateName(job->state());
+    if (!job->reason().empty()) env.out << " (" << job->reason() << ")";
+    env.out << "\n";
+  }
+  return kExitOk;
+}
+
+int CmdWatch(Env& env, const std::string& job_id) {
+  // A unary call first, so an unknown job or a dead coordinator is reported
+  // at once (exit 4 / 3) instead of entering the reconnect loop.
+  absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
+  if (!job.ok()) return Fail(env, job.status());
+  return WatchUntilDone(env, job_id, job->total_steps());
+}
+
+int CmdWorkers(Env& env) {
+  absl::StatusOr<v1::ListWorkersResponse> response = env.client->ListWorkers();
+  if (!response.ok()) return Fail(env, response.status());
+  env.out << (env.json ? ToJson(*response, /*pretty=*/true) + "\n"
+                       : RenderWorkerTable(*response, env.ctx));
+  return kExitOk;
+}
+
+constexpr char kMainFooter[] = R"(
+Coordinator: --coordinator HOST:PORT, else $TRAINCTL_COORDINATOR,
+else 127.0.0.1:7070.
+Exit codes: 0 ok; 1 job FAILED/CANCELLED or server-side error; 2 bad usage or
+invalid spec; 3 coordinator unreachable; 4 job not found.
+Run 'trainctl SUBCOMMAND --help' for examples.)";
+
+}  // namespace
+
+std::string ResolveCoordinatorAddress(const std::string& flag,
+                                      const char* env_value) {
+  if (!flag.empty()) return flag;
+  if (env_value != nullptr && env_value[0] != '\0') return env_value;
+  return kDefaultCoordinator;
+}
+
+int RunCli(int argc, const char* const* argv, std::ostream& out,
+           std::ostream& err) {
+  CLI::App app{"trainctl: submit, inspect and follow training jobs",
+               "trainctl"};
+  app.footer(kMainFooter);
+  app.require_subcommand(1);
+#ifdef TRAINCTL_VERSION
+  app.set_version_flag("--version", TRAINCTL_VERSION);
+#endif
+  // Lets the global options follow the subcommand too.
+  app.fallthrough();
+  std::string coordinator;
+  std::string output = "table";
+  app.add_option("--coordinator", coordinator, "Coordinator address HOST:PORT");
+  app.add_option("-o,--output", output, "Output format: table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+
+  std::string spec_path;
+  bool follow = false;
+  bool dry_run = false;
+  CLI::App* submit =
+      app.add_subcommand("submit", "Submit a job spec (YAML or JSON)");
+  submit->add_option("FILE", spec_path, "Job spec file, '-' for stdin")
+      ->required();
+  CLI::Option* follow_opt =
+      submit->add_flag("-f,--follow", follow, "Watch the job until it ends");
+  submit->add_flag("--dry-run", dry_run, "Validate and print the resolved spec")
+      ->excludes(follow_opt);
+  submit->footer(
+      "\nExamples:\n  trainctl submit examples/mnist.yaml\n"
+      "  trainctl submit examples/mnist.yaml --follow\n"
+      "  trainctl submit --dry-run examples/mnist.yaml");
+
+  std::vector<std::string> states;
+  CLI::App* list = app.add_subcommand("list", "List jobs");
+  list->add_option("--state", states,
+                   "Only jobs in these states (queued, running, succeeded, "
+                   "failed, cancelled; comma-separated or repeated)")
+      ->delimiter(',');
+  list->footer("\nExample:\n  trainctl list --state queued,running");
+
+  std::string job_id;
+  CLI::App* status = app.add_subcommand("status", "Show one job in detail");
+  status->add_option("JOB", job_id, "Job id")->required();
+  status->footer("\nExample:\n  trainctl status JOB_ID");
+
+  std::string cancel_reason = "cancelled by user (trainctl cancel)";
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("JOB", job_id, "Job id")->required();
+  cancel->add_option("--reason", cancel_reason, "Reason recorded with the job");
+  cancel->footer("\nExample:\n  trainctl cancel JOB_ID --reason 'wrong lr'");
+
+  CLI::App* watch = app.add_subcommand(
+      "watch", "Stream a job's transitions, metrics and logs until it ends");
+  watch->add_option("JOB", job_id, "Job id")->required();
+  watch->footer(
+      "\nExamples:\n  trainctl watch JOB_ID\n"
+      "  trainctl watch JOB_ID --output json | jq .metric");
+
+  CLI::App* workers = app.add_subcommand("workers", "List registered workers");
+  workers->footer("\nExample:\n  trainctl workers");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version arrive here as "errors" with exit code 0.
+    return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
+  }
+
+  CoordinatorClient client(ResolveCoordinatorAddress(
+      coordinator, std::getenv("TRAINCTL_COORDINATOR")));
+  RenderContext ctx;
+  ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
+  ctx.tz = absl::LocalTimeZone();
+  Env env{&client, out, err, output == "json", ctx};
+
+  if (submit->parsed()) return CmdSubmit(env, spec_path, follow, dry_run);
+  if (list->parsed()) return CmdList(env, states);
+  if (status->parsed()) return CmdStatus(env, job_id);
+  if (cancel->parsed()) return CmdCancel(env, job_id, cancel_reason);
+  if (watch->parsed()) return CmdWatch(env, job_id);
+  if (workers->parsed()) return CmdWorkers(env);
+  return kExitUsage;  // unreachable: require_subcommand(1)
+}
+
+}  // namespace trainctl::client

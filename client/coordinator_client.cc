@@ -1,0 +1,111 @@
+#include "client/coordinator_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <utility>
+
+#include "common/grpc_status.h"
+
+namespace trainctl::client {
+
+CoordinatorClient::CoordinatorClient(std::string address,
+                                     absl::Duration rpc_timeout)
+    : address_(std::move(address)), rpc_timeout_(rpc_timeout) {
+  grpc::ChannelArguments args;
+  // gRPC's default reconnect backoff grows to 120 s, longer than watch's
+  // whole retry window; keep it short so a restarted coordinator is seen
+  // within seconds.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 4000);
+  // TODO(tls): switch to TLS credentials once the coordinator serves TLS.
+  channel_ = grpc::CreateCustomChannel(
+      address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Jobs::NewStub(channel_);
+}
+
+void CoordinatorClient::SetDeadline(grpc::ClientContext* context) const {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+}
+
+absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
+    const std::string& spec_text, bool dry_run) {
+  v1::SubmitJobRequest request;
+  request.set_spec_text(spec_text);
+  request.set_dry_run(dry_run);
+  v1::SubmitJobResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(stub_->SubmitJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(stub_->GetJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListJobsResponse> CoordinatorClient::ListJobs(
+    const std::vector<v1::JobState>& states) {
+  v1::ListJobsRequest request;
+  for (v1::JobState s : states) request.add_states(s);
+  v1::ListJobsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(stub_->ListJobs(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
+    const std::string& job_id, const std::string& reason) {
+  v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  request.set_reason(reason);
+  v1::Job response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(stub_->CancelJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListWorkersResponse> CoordinatorClient::ListWorkers() {
+  v1::ListWorkersResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status = FromGrpcStatus(
+      stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status CoordinatorClient::WatchJob(
+    const std::string& job_id, int64_t from_seq,
+    const std::function<void(const v1::JobEvent&)>& on_event) {
+  v1::WatchJobRequest request;
+  request.set_job_id(job_id);
+  request.set_from_seq(from_seq);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
+      stub_->WatchJob(&context, request);
+  v1::JobEvent event;
+  while (reader->Read(&event)) on_event(event);
+  return FromGrpcStatus(reader->Finish());
+}
+
+}  // namespace trainctl::client

@@ -1,0 +1,54 @@
+#pragma once
+
+// Thin synchronous wrapper over the Jobs stub: grpc::Status becomes
+// absl::Status and every unary call gets a deadline.
+
+#include <grpcpp/channel.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "trainctl/v1/jobs.grpc.pb.h"
+
+namespace trainctl::client {
+
+class CoordinatorClient {
+ public:
+  // Connects lazily; nothing is sent until the first call.
+  explicit CoordinatorClient(std::string address,
+                             absl::Duration rpc_timeout = absl::Seconds(10));
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(const std::string& spec_text,
+                                                  bool dry_run);
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(
+      const std::vector<v1::JobState>& states);
+  absl::StatusOr<v1::Job> CancelJob(const std::string& job_id,
+                                    const std::string& reason);
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+
+  // Streams the job's events with seq >= from_seq to on_event until the
+  // server ends the stream; returns the stream's final status. No deadline:
+  // a watch lasts as long as the job.
+  absl::Status WatchJob(
+      const std::string& job_id, int64_t from_seq,
+      const std::function<void(const v1::JobEvent&)>& on_event);
+
+ private:
+  void SetDeadline(grpc::ClientContext* context) const;
+
+  std::string address_;
+  absl::Duration rpc_timeout_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Jobs::Stub> stub_;
+};
+
+}  // namespace trainctl::client

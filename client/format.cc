@@ -1,0 +1,207 @@
+#include "client/format.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace trainctl::client {
+namespace {
+
+// Keys shown first, in this order; the rest follow sorted by name.
+constexpr const char* kKnownMetricKeys[] = {"loss", "accuracy", "lr",
+                                            "samples_per_sec"};
+
+std::string MetricLabel(const std::string& key) {
+  return key == "samples_per_sec" ? "samples/s" : key;
+}
+
+}  // namespace
+
+int ExitCodeForStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kInvalidArgument:
+      return kExitUsage;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnreachable;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    default:
+      return kExitFailed;
+  }
+}
+
+int ExitCodeForState(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED ? kExitOk : kExitFailed;
+}
+
+bool IsFinalState(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+std::string StateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_QUEUED:
+      return "QUEUED";
+    case v1::JOB_STATE_RUNNING:
+      return "RUNNING";
+    case v1::JOB_STATE_SUCCEEDED:
+      return "SUCCEEDED";
+    case v1::JOB_STATE_FAILED:
+      return "FAILED";
+    case v1::JOB_STATE_CANCELLED:
+      return "CANCELLED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+std::string RankStateName(v1::RankState state) {
+  switch (state) {
+    case v1::RANK_STATE_ASSIGNED:
+      return "ASSIGNED";
+    case v1::RANK_STATE_RUNNING:
+      return "RUNNING";
+    case v1::RANK_STATE_EXITED:
+      return "EXITED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+absl::StatusOr<v1::JobState> ParseStateName(const std::string& name) {
+  std::string upper = absl::AsciiStrToUpper(name);
+  if (absl::StartsWith(upper, "JOB_STATE_")) upper = upper.substr(10);
+  for (v1::JobState s :
+       {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED,
+        v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
+    if (StateName(s) == upper) return s;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown job state '", name,
+                   "' (known: queued, running, succeeded, failed, cancelled)"));
+}
+
+std::string FormatDurationShort(absl::Duration d) {
+  int64_t s = absl::ToInt64Seconds(d);
+  if (s < 0) s = 0;
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, s % 3600 / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, s % 86400 / 3600);
+}
+
+std::string FormatAge(int64_t then_unix_ms, int64_t now_unix_ms) {
+  if (then_unix_ms == 0) return "-";
+  return FormatDurationShort(absl::Milliseconds(now_unix_ms - then_unix_ms));
+}
+
+std::string FormatClock(int64_t unix_ms, absl::TimeZone tz) {
+  if (unix_ms == 0) return "-";
+  return absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(unix_ms), tz);
+}
+
+std::string FormatTimestamp(int64_t unix_ms, absl::TimeZone tz) {
+  if (unix_ms == 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(unix_ms),
+                          tz);
+}
+
+std::string FormatMetricValue(const std::string& key, double value) {
+  std::string number;
+  if (key == "loss" || absl::EndsWith(key, "_loss") || key == "accuracy" ||
+      absl::EndsWith(key, "_accuracy")) {
+    number = absl::StrFormat("%.4f", value);
+  } else if (key == "samples_per_sec") {
+    number = absl::StrFormat("%.1f", value);
+  } else {
+    number = absl::StrFormat("%.4g", value);
+  }
+  return absl::StrCat(MetricLabel(key), " ", number);
+}
+
+std::string FormatMetricValues(const v1::MetricPoint& point) {
+  std::vector<std::string> parts;
+  for (const char* key : kKnownMetricKeys) {
+    auto it = point.values().find(key);
+    if (it != point.values().end()) {
+      parts.push_back(FormatMetricValue(key, it->second));
+    }
+  }
+  // protobuf maps iterate in no particular order; sort for stable output.
+  std::vector<std::string> rest;
+  for (const auto& [key, value] : point.values()) {
+    if (std::find(std::begin(kKnownMetricKeys), std::end(kKnownMetricKeys),
+                  key) == std::end(kKnownMetricKeys)) {
+      rest.push_back(key);
+    }
+  }
+  std::sort(rest.begin(), rest.end());
+  for (const std::string& key : rest) {
+    parts.push_back(FormatMetricValue(key, point.values().at(key)));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string Truncate(const std::string& text, size_t max_chars) {
+  std::string flat = absl::StrReplaceAll(text, {{"\r", ""}, {"\n", " "}});
+  if (flat.size() <= max_chars) return flat;
+  if (max_chars <= 3) return flat.substr(0, max_chars);
+  return absl::StrCat(flat.substr(0, max_chars - 3), "...");
+}
+
+std::string RenderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string cell = i < row.size() ? row[i] : "";
+      if (i + 1 == widths.size()) {
+        out += cell;
+      } else {
+        out += cell + std::string(widths[i] - cell.size() + 2, ' ');
+      }
+    }
+    // Trailing blanks from an empty last column are noise in diffs.
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+  std::string out = line(header);
+  for (const auto& row : rows) out += line(row);
+  return out;
+}
+
+std::string DescribeError(const absl::Status& status,
+                          const std::string& address) {
+  const std::string code = absl::StatusCodeToString(status.code());
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::StrCat(
+          "cannot reach the coordinator at ", address, " (", code, ": ",
+          status.message(),
+          "); is trainctl-coordinator running? set --coordinator or "
+          "TRAINCTL_COORDINATOR");
+    default:
+      return absl::StrCat(code, ": ", status.message());
+  }
+}
+
+}  // namespace trainctl::client

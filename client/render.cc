@@ -1,0 +1,244 @@
+#include "client/render.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/format.h"
+
+namespace trainctl::client {
+namespace {
+
+constexpr size_t kReasonWidth = 60;
+
+// "Label:" padded so values line up in the status view.
+std::string Field(const std::string& label, const std::string& value) {
+  return absl::StrFormat("%-12s %s\n", label + ":", value);
+}
+
+std::string Indent(const std::string& block) {
+  std::string out;
+  for (absl::string_view line :
+       absl::StrSplit(block, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, "  ", line, "\n");
+  }
+  return out;
+}
+
+std::string TimeWithAge(int64_t ms, const RenderContext& ctx) {
+  if (ms == 0) return "-";
+  return absl::StrCat(FormatTimestamp(ms, ctx.tz), " (",
+                      FormatAge(ms, ctx.now_unix_ms), " ago)");
+}
+
+std::string SpecSummary(const v1::JobSpec& spec) {
+  std::string out;
+  std::string model = spec.model().type();
+  if (spec.model().hidden_size() > 0) {
+    absl::StrAppend(&model, " hidden [",
+                    absl::StrJoin(spec.model().hidden(), ","), "]");
+  }
+  out += Field("Model", model);
+  out += Field("Ranks", absl::StrCat(spec.ranks()));
+  std::string batch = absl::StrCat(spec.training().batch_size(), " global");
+  if (spec.ranks() > 0) {
+    absl::StrAppend(&batch, ", ", spec.training().batch_size() / spec.ranks(),
+                    " per rank");
+  }
+  out += Field("Batch", batch);
+  std::string epochs = absl::StrCat(spec.training().epochs());
+  if (spec.training().max_steps() > 0) {
+    absl::StrAppend(&epochs, " (max ", spec.training().max_steps(), " steps)");
+  }
+  out += Field("Epochs", epochs);
+  out += Field("Optimizer",
+               absl::StrCat(spec.optimizer().type(), " lr ",
+                            absl::StrFormat("%g", spec.optimizer().lr())));
+  return out;
+}
+
+std::string MetricSummary(const v1::MetricPoint& point,
+                          const RenderContext& ctx) {
+  return absl::StrCat(FormatMetricValues(point), " (step ", point.step(),
+                      ", epoch ", point.epoch(), ", at ",
+                      FormatClock(point.time_unix_ms(), ctx.tz), ")");
+}
+
+}  // namespace
+
+std::string FormatProgress(const v1::Job& job) {
+  const int64_t step = job.latest_train().step();
+  if (step == 0 && job.total_steps() == 0) return "-";
+  if (job.total_steps() == 0) return absl::StrCat(step);
+  return absl::StrCat(step, "/", job.total_steps());
+}
+
+std::string JobReason(const v1::Job& job) {
+  if (job.state() == v1::JOB_STATE_QUEUED && !job.pending_reason().empty()) {
+    return job.pending_reason();
+  }
+  return job.reason();
+}
+
+std::string RenderJobTable(const v1::ListJobsResponse& response,
+                           const RenderContext& ctx) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Job& job : response.jobs()) {
+    rows.push_back({job.id(), job.spec().name(), StateName(job.state()),
+                    absl::StrCat(job.spec().ranks()), FormatProgress(job),
+                    FormatAge(job.created_unix_ms(), ctx.now_unix_ms),
+                    Truncate(JobReason(job), kReasonWidth)});
+  }
+  return RenderTable({"ID", "NAME", "STATE", "RANKS", "STEP", "AGE", "REASON"},
+                     rows);
+}
+
+std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
+  std::string out;
+  out += Field("Job", job.id());
+  out += Field("Name", job.spec().name());
+  out += Field("State", StateName(job.state()));
+  if (job.state() == v1::JOB_STATE_QUEUED && !job.pending_reason().empty()) {
+    out += Field("Waiting", job.pending_reason());
+  }
+  if (!job.reason().empty()) out += Field("Reason", job.reason());
+  out += Field("Generation", absl::StrCat(job.generation()));
+  out += Field("Created", TimeWithAge(job.created_unix_ms(), ctx));
+  out += Field("Started", TimeWithAge(job.started_unix_ms(), ctx));
+  out += Field("Finished", TimeWithAge(job.finished_unix_ms(), ctx));
+  out += SpecSummary(job.spec());
+
+  std::string progress = FormatProgress(job);
+  if (job.total_steps() > 0 && job.latest_train().step() > 0) {
+    absl::StrAppendFormat(
+        &progress, " (%.1f%%)",
+        100.0 * job.latest_train().step() / job.total_steps());
+  }
+  out += Field("Progress", progress);
+  if (job.has_latest_train()) {
+    out += Field("Train", MetricSummary(job.latest_train(), ctx));
+  }
+  if (job.has_latest_eval()) {
+    out += Field("Eval", MetricSummary(job.latest_eval(), ctx));
+  }
+
+  if (job.ranks_size() > 0) {
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::RankInfo& r : job.ranks()) {
+      const bool exited = r.state() == v1::RANK_STATE_EXITED;
+      rows.push_back({absl::StrCat(r.rank()), r.worker(), r.host(),
+                      RankStateName(r.state()),
+                      exited ? absl::StrCat(r.exit_code()) : "-",
+                      Truncate(r.message(), kReasonWidth)});
+    }
+    out += "\nRanks:\n";
+    out += Indent(RenderTable(
+        {"RANK", "WORKER", "HOST", "STATE", "EXIT", "MESSAGE"}, rows));
+  }
+  if (job.transitions_size() > 0) {
+    std::vector<std::vector<std::string>> rows;
+    for (const v1::Transition& t : job.transitions()) {
+      rows.push_back(
+          {FormatTimestamp(t.time_unix_ms(), ctx.tz),
+           t.from() == v1::JOB_STATE_UNSPECIFIED ? "-" : StateName(t.from()),
+           StateName(t.to()), t.reason()});
+    }
+    out += "\nTransitions:\n";
+    out += Indent(RenderTable({"TIME", "FROM", "TO", "REASON"}, rows));
+  }
+  return out;
+}
+
+std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
+                              const RenderContext& ctx) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::WorkerInfo& w : response.workers()) {
+    std::string heartbeat =
+        FormatAge(w.last_heartbeat_unix_ms(), ctx.now_unix_ms);
+    if (heartbeat != "-") heartbeat += " ago";
+    rows.push_back(
+        {w.name(), w.host(), absl::StrCat(w.slots_free(), "/", w.slots_total()),
+         w.devices().empty() ? "-" : absl::StrJoin(w.devices(), ","), heartbeat,
+         w.running().empty() ? "-" : absl::StrJoin(w.running(), ",")});
+  }
+  return RenderTable(
+      {"NAME", "HOST", "SLOTS", "DEVICES", "LAST HEARTBEAT", "RUNNING"}, rows);
+}
+
+std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,
+                            const RenderContext& ctx) {
+  switch (event.kind_case()) {
+    case v1::JobEvent::kTransition: {
+      const v1::Transition& t = event.transition();
+      const int64_t ms =
+          t.time_unix_ms() != 0 ? t.time_unix_ms() : event.time_unix_ms();
+      std::string line = FormatClock(ms, ctx.tz) + " ";
+      // The first transition comes from nowhere: show only where it went.
+      if (t.from() != v1::JOB_STATE_UNSPECIFIED) {
+        absl::StrAppend(&line, StateName(t.from()), " -> ");
+      }
+      absl::StrAppend(&line, StateName(t.to()));
+      if (!t.reason().empty()) absl::StrAppend(&line, ": ", t.reason());
+      return line;
+    }
+    case v1::JobEvent::kMetric: {
+      const v1::MetricPoint& m = event.metric();
+      const int64_t ms =
+          m.time_unix_ms() != 0 ? m.time_unix_ms() : event.time_unix_ms();
+      const std::string kind = m.kind().empty() ? "metric" : m.kind();
+      std::string step = absl::StrCat(m.step());
+      if (kind == "train" && total_steps > 0) {
+        absl::StrAppend(&step, "/", total_steps);
+      }
+      std::string line = absl::StrCat(FormatClock(ms, ctx.tz), " ", kind,
+                                      " step ", step, " epoch ", m.epoch());
+      const std::string values = FormatMetricValues(m);
+      if (!values.empty()) absl::StrAppend(&line, " ", values);
+      return line;
+    }
+    case v1::JobEvent::kLog: {
+      absl::string_view text = event.log().text();
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+        text.remove_suffix(1);
+      }
+      return absl::StrCat("[rank ", event.log().rank(), "] ", text);
+    }
+    default:
+      return absl::StrCat(FormatClock(event.time_unix_ms(), ctx.tz), " event ",
+                          event.seq());
+  }
+}
+
+std::string RenderSpecErrors(const std::string& path,
+                             const std::string& message) {
+  std::string out = absl::StrCat("invalid job spec ", path, ":\n");
+  for (absl::string_view problem :
+       absl::StrSplit(message, "; ", absl::SkipWhitespace())) {
+    absl::StrAppend(&out, "  ", absl::StripAsciiWhitespace(problem), "\n");
+  }
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    // Cannot happen for our own messages; still emit valid JSON.
+    return absl::StrCat("{\"error\": \"cannot encode ", message.GetTypeName(),
+                        " as JSON\"}");
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(json));
+}
+
+}  // namespace trainctl::client

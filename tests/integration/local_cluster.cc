@@ -1,0 +1,247 @@
+#include "local_cluster.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+#include <gtest/gtest.h>
+
+extern char** environ;
+
+namespace trainctl::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Process::Process(const std::vector<std::string>& argv,
+                 const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) !=
+      0) {
+    pid_ = -1;
+    ADD_FAILURE() << "cannot start " << argv[0];
+  }
+  posix_spawn_file_actions_destroy(&actions);
+}
+
+Process::~Process() {
+  if (Running()) {
+    Signal(SIGKILL);
+    Wait(std::chrono::seconds(10));
+  }
+}
+
+void Process::Signal(int sig) {
+  if (pid_ > 0 && !reaped_) kill(pid_, sig);
+}
+
+bool Process::Running() {
+  if (pid_ <= 0 || reaped_) return false;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+    reaped_ = true;
+    return false;
+  }
+  return true;
+}
+
+int Process::Wait(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (Running()) {
+    if (std::chrono::steady_clock::now() > deadline) return -1000;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (pid_ <= 0) return -1001;
+  return WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
+}
+
+LocalCluster::LocalCluster(int workers, int slots, int cpus) {
+  char tmpl[] = "/tmp/trainctl-test-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  const std::string bin = TRAINCTL_BIN_DIR;
+  const std::string port_file = dir_ + "/port";
+  coordinator_ = std::make_unique<Process>(
+      std::vector<std::string>{bin + "/trainctl-coordinator", "--listen",
+                               "127.0.0.1:0", "--port-file", port_file},
+      dir_ + "/coordinator.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string port;
+  while (std::chrono::steady_clock::now() < deadline) {
+    port = ReadFile(port_file);
+    if (!port.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (port.empty()) {
+    ADD_FAILURE() << "coordinator did not write its port: "
+                  << ReadFile(dir_ + "/coordinator.log");
+    return;
+  }
+  address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  stub_ = v1::Jobs::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  for (int i = 1; i <= workers; ++i) {
+    const std::string name = "w" + std::to_string(i);
+    workers_.push_back(std::make_unique<Process>(
+        std::vector<std::string>{bin + "/trainctl-worker", "--coordinator",
+                                 address_, "--name", name, "--slots",
+                                 std::to_string(slots), "--cpus",
+                                 std::to_string(cpus), "--kill-grace-ms",
+                                 "3000"},
+        dir_ + "/" + name + ".log"));
+  }
+  if (!WaitForWorkers(workers, std::chrono::seconds(30))) {
+    ADD_FAILURE() << "workers did not register";
+  }
+}
+
+LocalCluster::~LocalCluster() {
+  for (auto& w : workers_) w->Signal(SIGTERM);
+  for (auto& w : workers_) w->Wait(std::chrono::seconds(15));
+  if (coordinator_) {
+    coordinator_->Signal(SIGTERM);
+    coordinator_->Wait(std::chrono::seconds(15));
+  }
+  if (::testing::Test::HasFailure()) {
+    for (const char* f : {"coordinator.log", "w1.log", "w2.log", "w3.log"}) {
+      const std::string text = ReadFile(dir_ + "/" + f);
+      if (!text.empty()) std::cerr << "---- " << f << " ----\n" << text;
+    }
+  }
+}
+
+CliResult LocalCluster::Cli(const std::vector<std::string>& args,
+                            std::chrono::seconds timeout) {
+  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
+                                "--coordinator", address_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  static int counter = 0;
+  const std::string log = dir_ + "/cli-" + std::to_string(++counter) + ".out";
+  Process cli(argv, log);
+  CliResult result;
+  result.exit_code = cli.Wait(timeout);
+  result.output = ReadFile(log);
+  return result;
+}
+
+std::string LocalCluster::WriteFile(const std::string& name,
+                                    const std::string& text) {
+  const std::string path = dir_ + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+v1::Job LocalCluster::GetJob(const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetJobRequest req;
+  req.set_job_id(id);
+  v1::Job job;
+  grpc::Status s = stub_->GetJob(&ctx, req, &job);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return job;
+}
+
+v1::Job LocalCluster::WaitForJob(
+    const std::string& id, const std::function<bool(const v1::Job&)>& done,
+    std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  v1::Job job = GetJob(id);
+  while (!done(job) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    job = GetJob(id);
+  }
+  return job;
+}
+
+std::vector<v1::JobEvent> LocalCluster::Events(const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::WatchJobRequest req;
+  req.set_job_id(id);
+  auto reader = stub_->WatchJob(&ctx, req);
+  std::vector<v1::JobEvent> events;
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.push_back(event);
+  grpc::Status s = reader->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return events;
+}
+
+bool LocalCluster::WaitForWorkers(int count, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListWorkersResponse resp;
+    if (stub_->ListWorkers(&ctx, {}, &resp).ok() &&
+        resp.workers_size() >= count) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
+  std::vector<pid_t> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* entry = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(atoi(entry->d_name));
+    if (pid <= 0) continue;
+    std::string cmdline = ReadFile("/proc/" + std::string(entry->d_name) +
+                                   "/cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    // A zombie has an empty command line and is not running anything.
+    bool all = !cmdline.empty();
+    for (const auto& p : parts) all = all && cmdline.find(p) != std::string::npos;
+    if (all) found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
+                         const std::string& extra) {
+  const std::string data = "/usr/share/datasets/fashion-mnist/";
+  return "name: small\nranks: " + std::to_string(ranks) +
+         "\nseed: 3\nmodel: mlp\n"
+         "data:\n"
+         "  train_images: " + data + "train-images-idx3-ubyte.gz\n"
+         "  train_labels: " + data + "train-labels-idx1-ubyte.gz\n"
+         "  eval_images: " + data + "t10k-images-idx3-ubyte.gz\n"
+         "  eval_labels: " + data + "t10k-labels-idx1-ubyte.gz\n"
+         "  train_limit: " + std::to_string(train_limit) + "\n"
+         "  eval_limit: 1000\n"
+         "optimizer: {type: adamw, lr: 0.002}\n"
+         "scheduler: {type: linear, warmup_steps: 10}\n"
+         "training: {epochs: " + std::to_string(epochs) +
+         ", batch_size: 64, log_every_steps: 8}\n" + extra;
+}
+
+}  // namespace trainctl::testing

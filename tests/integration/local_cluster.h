@@ -1,0 +1,82 @@
+#pragma once
+
+// Test harness: a coordinator and N workers as real processes on loopback,
+// the coordinator on an ephemeral port read back from --port-file. Every wait
+// is bounded. Everything started is killed when the cluster is destroyed.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainctl/v1/jobs.grpc.pb.h"
+
+namespace trainctl::testing {
+
+// A child process whose stdout and stderr go to one file.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& log_path);
+  ~Process();
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Exit code (-N for signal N), or nullopt-like -1000 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  bool Running();
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+class LocalCluster {
+ public:
+  // Starts a coordinator and `workers` workers named w1.. with
+  // `slots` slots and `cpus` cores each. Fails the current test on error.
+  LocalCluster(int workers, int slots, int cpus);
+  ~LocalCluster();
+
+  const std::string& address() const { return address_; }
+  const std::string& dir() const { return dir_; }
+  v1::Jobs::Stub& jobs() { return *stub_; }
+
+  // Runs the trainctl CLI against this cluster.
+  CliResult Cli(const std::vector<std::string>& args,
+                std::chrono::seconds timeout = std::chrono::seconds(120));
+  // Writes `text` to a file in the cluster's directory; returns its path.
+  std::string WriteFile(const std::string& name, const std::string& text);
+  v1::Job GetJob(const std::string& id);
+  // Polls GetJob until `done` holds or the timeout passes; returns the last.
+  v1::Job WaitForJob(const std::string& id,
+                     const std::function<bool(const v1::Job&)>& done,
+                     std::chrono::seconds timeout);
+  // Every event of the job, replayed from the start (job must be final).
+  std::vector<v1::JobEvent> Events(const std::string& id);
+  // Blocks until `count` workers are registered (bounded).
+  bool WaitForWorkers(int count, std::chrono::seconds timeout);
+
+ private:
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<Process> coordinator_;
+  std::vector<std::unique_ptr<Process>> workers_;
+  std::unique_ptr<v1::Jobs::Stub> stub_;
+};
+
+// PIDs of live processes whose command line contains every one of `parts`.
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
+
+// Spec for a small Fashion-MNIST MLP job; `extra` is appended verbatim.
+std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
+                         const std::string& extra = "");
+
+}  // namespace trainctl::testing

@@ -1,0 +1,263 @@
+#include "coordinator/job_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Records what the coordinator sends down to one agent.
+class FakeAgentLink : public AgentLink {
+ public:
+  bool Send(const v1::CoordinatorMessage& m) override {
+    sent.push_back(m);
+    return true;
+  }
+  void Disconnect() override { disconnected = true; }
+  std::vector<v1::CoordinatorMessage> sent;
+  bool disconnected = false;
+
+  std::vector<v1::RankAssignment> Assignments() const {
+    std::vector<v1::RankAssignment> out;
+    for (const auto& m : sent) {
+      for (const auto& a : m.assign().ranks()) out.push_back(a);
+    }
+    return out;
+  }
+  int Cancels() const {
+    int n = 0;
+    for (const auto& m : sent) n += m.has_cancel();
+    return n;
+  }
+};
+
+std::string Spec(int ranks) {
+  return "name: t\nranks: " + std::to_string(ranks) +
+         "\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+         "training: {batch_size: " +
+         std::to_string(ranks * 8) + "}\n";
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest() : jobs_(clock_, events_, rendezvous_, 5'000, 1'000) {}
+
+  std::shared_ptr<FakeAgentLink> AddWorker(const std::string& name, int slots) {
+    auto link = std::make_shared<FakeAgentLink>();
+    v1::RegisterRequest reg;
+    reg.set_name(name);
+    reg.set_slots(slots);
+    reg.set_collective_host("127.0.0.1");
+    EXPECT_TRUE(jobs_.RegisterWorker(reg, link).ok());
+    return link;
+  }
+
+  void Exit(const std::string& worker, const std::string& job, int rank,
+            int code, const std::string& message = "") {
+    v1::RankStatus s;
+    s.set_job_id(job);
+    s.set_generation(1);
+    s.set_rank(rank);
+    s.set_running(false);
+    s.set_exit_code(code);
+    s.set_message(message);
+    ASSERT_TRUE(jobs_.OnRankStatus(worker, s).ok());
+  }
+
+  std::vector<v1::JobEvent> Events(const std::string& job) {
+    bool closed = false;
+    return events_.WaitForEvents(job, 1, 0, &closed);
+  }
+
+  FakeClock clock_;
+  EventHub events_;
+  Rendezvous rendezvous_;
+  JobManager jobs_;
+};
+
+TEST_F(JobManagerTest, RejectsInvalidSpecNamingTheField) {
+  absl::StatusOr<v1::Job> job = jobs_.Submit("model: resnet\n", false);
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("model.type"));
+  EXPECT_TRUE(jobs_.List({}).empty());
+}
+
+TEST_F(JobManagerTest, DryRunValidatesWithoutQueueing) {
+  absl::StatusOr<v1::Job> job = jobs_.Submit(Spec(2), true);
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(job->id().empty());
+  EXPECT_EQ(job->spec().ranks(), 2);
+  EXPECT_TRUE(jobs_.List({}).empty());
+}
+
+TEST_F(JobManagerTest, QueuedJobSaysWhatItWaitsFor) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(Spec(4), false);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.pending_reason(), "needs 4 slots; 2 of 2 registered slots free");
+}
+
+TEST_F(JobManagerTest, RunsWhenWorkersArriveAndSucceedsWhenAllRanksExitZero) {
+  v1::Job job = *jobs_.Submit(Spec(2), false);
+  EXPECT_EQ(job.pending_reason(), "needs 2 slots; no workers registered");
+  auto w1 = AddWorker("w1", 1);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_QUEUED);
+  auto w2 = AddWorker("w2", 1);
+
+  v1::Job running = *jobs_.Get(job.id());
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.generation(), 1);
+  EXPECT_THAT(running.reason(), HasSubstr("ranks 0 on w1, 1 on w2"));
+  ASSERT_EQ(w1->Assignments().size(), 1u);
+  EXPECT_EQ(w1->Assignments()[0].rank(), 0);
+  EXPECT_EQ(w1->Assignments()[0].world_size(), 2);
+  EXPECT_EQ(w2->Assignments()[0].rank(), 1);
+  EXPECT_EQ(w2->Assignments()[0].spec().name(), "t");
+  EXPECT_EQ(jobs_.Workers()[0].slots_free(), 0);
+
+  Exit("w1", job.id(), 0, 0);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  Exit("w2", job.id(), 1, 0);
+  v1::Job done = *jobs_.Get(job.id());
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.reason(), "all 2 ranks finished");
+  EXPECT_EQ(jobs_.Workers()[0].slots_free(), 1);
+
+  // Every transition is an event, with a timestamp and a reason, in order.
+  std::vector<v1::JobEvent> events = Events(job.id());
+  ASSERT_EQ(events.size(), 3u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].seq(), static_cast<int64_t>(i) + 1);
+    EXPECT_GT(events[i].transition().time_unix_ms(), 0);
+    EXPECT_FALSE(events[i].transition().reason().empty());
+  }
+  EXPECT_EQ(events[2].transition().to(), v1::JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(done.transitions_size(), 3);
+}
+
+TEST_F(JobManagerTest, NonZeroExitFailsJobAndStopsOtherRanks) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(Spec(2), false);
+  Exit("w2", job.id(), 1, 1, "data.train_images: a: cannot open");
+  v1::Job failed = *jobs_.Get(job.id());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.reason(),
+            "rank 1 on worker w2 exited with code 1: data.train_images: a: "
+            "cannot open");
+  EXPECT_EQ(w1->Cancels(), 1);
+  // The slot of rank 0 is free only once its process is gone.
+  EXPECT_EQ(jobs_.Workers()[0].slots_free(), 0);
+  Exit("w1", job.id(), 0, -15);
+  EXPECT_EQ(jobs_.Workers()[0].slots_free(), 1);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_FAILED);
+}
+
+TEST_F(JobManagerTest, CancelQueuedAndRunningJobs) {
+  auto w1 = AddWorker("w1", 1);
+  v1::Job running = *jobs_.Submit(Spec(1), false);
+  v1::Job queued = *jobs_.Submit(Spec(1), false);
+  EXPECT_EQ(jobs_.Get(queued.id())->pending_reason(),
+            "needs 1 slots; 0 of 1 registered slots free");
+
+  v1::Job c1 = *jobs_.Cancel(queued.id(), "");
+  EXPECT_EQ(c1.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(c1.reason(), "cancelled by user");
+  v1::Job c2 = *jobs_.Cancel(running.id(), "changed my mind");
+  EXPECT_EQ(c2.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(w1->Cancels(), 1);
+  EXPECT_EQ(jobs_.Cancel(running.id(), "").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_.Cancel("job-99", "").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, FifoQueueStartsNextJobWhenSlotFrees) {
+  AddWorker("w1", 1);
+  v1::Job a = *jobs_.Submit(Spec(1), false);
+  v1::Job b = *jobs_.Submit(Spec(1), false);
+  EXPECT_EQ(jobs_.Get(b.id())->state(), v1::JOB_STATE_QUEUED);
+  Exit("w1", a.id(), 0, 0);
+  EXPECT_EQ(jobs_.Get(b.id())->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, ExpiredLeaseFailsJobAndDisconnectsWorker) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(Spec(2), false);
+  clock_.AdvanceMs(3'000);
+  jobs_.Heartbeat("w1");
+  clock_.AdvanceMs(3'000);  // w2 silent for 6 s > 5 s lease
+  jobs_.CheckLeases();
+  v1::Job failed = *jobs_.Get(job.id());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(failed.reason(), HasSubstr("worker w2 running rank 1 was lost"));
+  EXPECT_TRUE(w2->disconnected);
+  EXPECT_FALSE(w1->disconnected);
+  EXPECT_EQ(jobs_.Workers().size(), 1u);
+}
+
+TEST_F(JobManagerTest, DuplicateWorkerNameRejected) {
+  AddWorker("w1", 1);
+  v1::RegisterRequest reg;
+  reg.set_name("w1");
+  reg.set_slots(1);
+  absl::Status s =
+      jobs_.RegisterWorker(reg, std::make_shared<FakeAgentLink>());
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(JobManagerTest, StaleStreamCloseDoesNotRemoveNewConnection) {
+  auto old_link = AddWorker("w1", 1);
+  jobs_.WorkerDisconnected("w1", old_link.get());
+  auto new_link = AddWorker("w1", 1);
+  jobs_.WorkerDisconnected("w1", old_link.get());
+  EXPECT_EQ(jobs_.Workers().size(), 1u);
+}
+
+TEST_F(JobManagerTest, MetricsFromAWorkerNotRunningTheRankAreRejected) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(Spec(2), false);
+  v1::RankMetrics m;
+  m.set_job_id(job.id());
+  m.set_generation(1);
+  m.mutable_point()->set_rank(0);
+  m.mutable_point()->set_kind("train");
+  m.mutable_point()->set_step(5);
+  (*m.mutable_point()->mutable_values())["loss"] = 0.5;
+  EXPECT_EQ(jobs_.OnRankMetrics("w2", m).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+  v1::Job now = *jobs_.Get(job.id());
+  EXPECT_EQ(now.latest_train().step(), 5);
+  EXPECT_DOUBLE_EQ(now.latest_train().values().at("loss"), 0.5);
+  m.mutable_point()->set_kind("plan");
+  (*m.mutable_point()->mutable_values())["total_steps"] = 120;
+  EXPECT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+  EXPECT_EQ(jobs_.Get(job.id())->total_steps(), 120);
+}
+
+TEST(JobStateTest, TransitionsFollowTheMachine) {
+  EXPECT_TRUE(CheckTransition(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING).ok());
+  EXPECT_TRUE(
+      CheckTransition(v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED).ok());
+  EXPECT_TRUE(
+      CheckTransition(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED).ok());
+  EXPECT_TRUE(CheckTransition(v1::JOB_STATE_RUNNING, v1::JOB_STATE_FAILED).ok());
+  EXPECT_FALSE(
+      CheckTransition(v1::JOB_STATE_QUEUED, v1::JOB_STATE_SUCCEEDED).ok());
+  EXPECT_FALSE(
+      CheckTransition(v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_RUNNING).ok());
+  absl::Status s =
+      CheckTransition(v1::JOB_STATE_CANCELLED, v1::JOB_STATE_FAILED);
+  EXPECT_EQ(s.message(), "job cannot go from CANCELLED to FAILED");
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator

@@ -1,0 +1,64 @@
+#include "coordinator/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace trainctl::coordinator {
+namespace {
+
+using Workers = std::vector<WorkerSlots>;
+
+TEST(SchedulerTest, PacksRanksOntoWorkersWithMostFreeSlots) {
+  ScheduleResult r = Schedule({{"a", 3}}, Workers{{"w1", 1, 1}, {"w2", 2, 2}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].job_id, "a");
+  EXPECT_EQ(r.placements[0].rank_workers,
+            (std::vector<std::string>{"w2", "w2", "w1"}));
+  EXPECT_TRUE(r.waiting.empty());
+}
+
+TEST(SchedulerTest, TiesBreakByName) {
+  ScheduleResult r = Schedule({{"a", 2}}, Workers{{"w2", 1, 1}, {"w1", 1, 1}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].rank_workers,
+            (std::vector<std::string>{"w1", "w2"}));
+}
+
+TEST(SchedulerTest, GangOnlyWhenAllRanksFitAndSaysWhy) {
+  ScheduleResult r = Schedule({{"big", 4}}, Workers{{"w1", 1, 1}, {"w2", 1, 1}});
+  EXPECT_TRUE(r.placements.empty());
+  EXPECT_EQ(r.waiting.at("big"), "needs 4 slots; 2 of 2 registered slots free");
+}
+
+TEST(SchedulerTest, CountsOnlyFreeSlots) {
+  ScheduleResult r = Schedule({{"j", 2}}, Workers{{"w1", 0, 2}, {"w2", 1, 2}});
+  EXPECT_TRUE(r.placements.empty());
+  EXPECT_EQ(r.waiting.at("j"), "needs 2 slots; 1 of 4 registered slots free");
+}
+
+TEST(SchedulerTest, NoWorkers) {
+  ScheduleResult r = Schedule({{"j", 1}}, Workers{});
+  EXPECT_EQ(r.waiting.at("j"), "needs 1 slots; no workers registered");
+}
+
+TEST(SchedulerTest, StrictFifoYoungerJobsWaitBehindTheHead) {
+  ScheduleResult r = Schedule({{"first", 1}, {"big", 3}, {"small", 1}},
+                              Workers{{"w1", 2, 2}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].job_id, "first");
+  EXPECT_EQ(r.waiting.at("big"), "needs 3 slots; 1 of 2 registered slots free");
+  EXPECT_EQ(r.waiting.at("small"),
+            "waiting behind job big (queued earlier)");
+}
+
+TEST(SchedulerTest, PlacesSeveralJobsInOrderWhileSlotsLast) {
+  ScheduleResult r =
+      Schedule({{"a", 2}, {"b", 1}, {"c", 2}}, Workers{{"w1", 2, 2}, {"w2", 2, 2}});
+  ASSERT_EQ(r.placements.size(), 2u);
+  EXPECT_EQ(r.placements[0].rank_workers,
+            (std::vector<std::string>{"w1", "w1"}));
+  EXPECT_EQ(r.placements[1].rank_workers, (std::vector<std::string>{"w2"}));
+  EXPECT_EQ(r.waiting.at("c"), "needs 2 slots; 1 of 4 registered slots free");
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator

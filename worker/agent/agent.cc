@@ -1,0 +1,277 @@
+#include "worker/agent/agent.h"
+
+#include <sys/time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace trainctl::agent {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options)
+    : options_(std::move(options)),
+      channel_(grpc::CreateChannel(options_.coordinator,
+                                   grpc::InsecureChannelCredentials())) {}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::Run() {
+  int64_t backoff_ms = 100;
+  while (!stopping_.load()) {
+    const bool registered = RunSession();
+    if (stopping_.load()) break;
+    if (registered) backoff_ms = 100;
+    TLOG_WARNING << "lost the coordinator at " << options_.coordinator
+                 << "; reconnecting in " << backoff_ms << " ms";
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                 [this] { return stopping_.load(); });
+    backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
+  }
+}
+
+void Agent::Stop() {
+  if (stopping_.exchange(true)) return;
+  std::map<RankId, std::unique_ptr<RankProcess>> ranks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (context_ != nullptr) context_->TryCancel();
+    for (auto& [id, proc] : ranks_) proc->Terminate(options_.kill_grace_ms);
+    ranks.swap(ranks_);
+  }
+  cv_.notify_all();
+  // Destructors wait for each rank to exit (SIGKILL after the grace period).
+  for (auto& [id, proc] : ranks) {
+    while (!proc->exited()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+}
+
+bool Agent::RunSession() {
+  auto stub = v1::Workers::NewStub(channel_);
+  grpc::ClientContext ctx;
+  auto stream = stub->Connect(&ctx);
+  v1::AgentMessage hello;
+  auto* reg = hello.mutable_register_();
+  reg->set_name(options_.name);
+  reg->set_slots(options_.slots);
+  reg->set_collective_host(options_.collective_host);
+  reg->add_devices("cpu");
+  reg->set_version(TRAINCTL_VERSION);
+  if (!stream->Write(hello)) {
+    stream->Finish();
+    return false;
+  }
+  v1::CoordinatorMessage first;
+  if (!stream->Read(&first) || !first.has_registered()) {
+    grpc::Status status = stream->Finish();
+    TLOG_WARNING << "registration with " << options_.coordinator
+                 << " failed: " << status.error_message();
+    return false;
+  }
+  TLOG_INFO << "registered with " << options_.coordinator << " as "
+            << options_.name << " (" << options_.slots << " slots)";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    context_ = &ctx;
+    stream_ = stream.get();
+    FlushBufferLocked();
+  }
+  std::atomic<bool> session_over{false};
+  std::thread heartbeat([this, &session_over,
+                         interval = first.registered().heartbeat_interval_ms()] {
+    while (!session_over.load() && !stopping_.load()) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(interval), [&] {
+          return session_over.load() || stopping_.load();
+        });
+      }
+      if (session_over.load() || stopping_.load()) break;
+      v1::AgentMessage beat;
+      beat.mutable_heartbeat()->set_time_unix_ms(NowMs());
+      Send(std::move(beat));
+      ReapExited();
+    }
+  });
+
+  v1::CoordinatorMessage message;
+  while (stream->Read(&message)) {
+    if (message.has_assign()) {
+      for (const auto& a : message.assign().ranks()) StartRank(a);
+    } else if (message.has_cancel()) {
+      TLOG_INFO << "cancel job " << message.cancel().job_id() << ": "
+                << message.cancel().reason();
+      CancelJob(message.cancel().job_id(), message.cancel().generation());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> write_lock(write_mu_);
+    context_ = nullptr;
+    stream_ = nullptr;
+  }
+  session_over.store(true);
+  cv_.notify_all();
+  heartbeat.join();
+  grpc::Status status = stream->Finish();
+  if (!status.ok() && !stopping_.load()) {
+    TLOG_WARNING << "stream ended: " << status.error_message();
+  }
+  return true;
+}
+
+void Agent::Send(v1::AgentMessage message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  buffer_.push_back(std::move(message));
+  if (static_cast<int>(buffer_.size()) > options_.max_buffered_messages) {
+    buffer_.pop_front();
+  }
+  FlushBufferLocked();
+}
+
+void Agent::FlushBufferLocked() {
+  if (stream_ == nullptr) return;
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  while (!buffer_.empty()) {
+    if (!stream_->Write(buffer_.front())) return;  // the session is ending
+    buffer_.pop_front();
+  }
+}
+
+int Agent::ThreadsPerRank(const v1::RankAssignment& a) const {
+  if (a.spec().training().threads_per_rank() > 0) {
+    return a.spec().training().threads_per_rank();
+  }
+  const int cpus = options_.cpus > 0
+                       ? options_.cpus
+                       : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cpus / std::max(1, options_.slots));
+}
+
+void Agent::StartRank(const v1::RankAssignment& a) {
+  const RankId id{a.job_id(), a.generation(), a.rank()};
+  const int threads = ThreadsPerRank(a);
+  RankLaunch launch;
+  launch.program = options_.rank_program;
+  launch.args = {"rank",
+                 "--coordinator", options_.coordinator,
+                 "--job", a.job_id(),
+                 "--generation", absl::StrCat(a.generation()),
+                 "--rank", absl::StrCat(a.rank()),
+                 "--world-size", absl::StrCat(a.world_size()),
+                 "--local-rank", absl::StrCat(a.local_rank()),
+                 "--collective-host", options_.collective_host,
+                 "--threads", absl::StrCat(threads)};
+  // BLAS and OpenMP pools sized like the intra-op pool: oversubscribed
+  // cores cost more than any other setting here.
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                          "MKL_NUM_THREADS"}) {
+    launch.env[var] = absl::StrCat(threads);
+  }
+  launch.stdin_bytes = a.spec().SerializeAsString();
+
+  auto log_line = [this, id](const std::string& stream,
+                             const std::string& text) {
+    v1::AgentMessage m;
+    auto* log = m.mutable_log();
+    log->set_job_id(std::get<0>(id));
+    log->set_generation(std::get<1>(id));
+    log->mutable_line()->set_rank(std::get<2>(id));
+    log->mutable_line()->set_stream(stream);
+    log->mutable_line()->set_text(text);
+    log->mutable_line()->set_time_unix_ms(NowMs());
+    Send(std::move(m));
+  };
+  RankProcess::Callbacks callbacks;
+  callbacks.on_line = log_line;
+  callbacks.on_metric = [this, id](const v1::MetricPoint& point) {
+    v1::AgentMessage m;
+    m.mutable_metrics()->set_job_id(std::get<0>(id));
+    m.mutable_metrics()->set_generation(std::get<1>(id));
+    *m.mutable_metrics()->mutable_point() = point;
+    m.mutable_metrics()->mutable_point()->set_rank(std::get<2>(id));
+    Send(std::move(m));
+  };
+  callbacks.on_exit = [this, id](int code, const std::string& error) {
+    OnRankExit(id, code, error);
+  };
+  absl::StatusOr<std::unique_ptr<RankProcess>> proc =
+      RankProcess::Start(launch, std::move(callbacks));
+  if (!proc.ok()) {
+    OnRankExit(id, 127, absl::StrCat("could not start the rank process: ",
+                                     proc.status().message()));
+    return;
+  }
+  TLOG_INFO << "started rank " << a.rank() << "/" << a.world_size()
+            << " of job " << a.job_id() << " (pid " << (*proc)->pid() << ", "
+            << threads << " threads)";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_[id] = *std::move(proc);
+  }
+  v1::AgentMessage started;
+  auto* s = started.mutable_rank_status();
+  s->set_job_id(a.job_id());
+  s->set_generation(a.generation());
+  s->set_rank(a.rank());
+  s->set_running(true);
+  Send(std::move(started));
+}
+
+void Agent::CancelJob(const std::string& job_id, int generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, proc] : ranks_) {
+    if (std::get<0>(id) == job_id && std::get<1>(id) <= generation) {
+      proc->Terminate(options_.kill_grace_ms);
+    }
+  }
+}
+
+void Agent::OnRankExit(const RankId& id, int exit_code,
+                       const std::string& error) {
+  TLOG_INFO << "rank " << std::get<2>(id) << " of job " << std::get<0>(id)
+            << " exited with code " << exit_code;
+  v1::AgentMessage m;
+  auto* s = m.mutable_rank_status();
+  s->set_job_id(std::get<0>(id));
+  s->set_generation(std::get<1>(id));
+  s->set_rank(std::get<2>(id));
+  s->set_running(false);
+  s->set_exit_code(exit_code);
+  if (exit_code != 0) s->set_message(error);
+  Send(std::move(m));
+}
+
+void Agent::ReapExited() {
+  std::vector<std::unique_ptr<RankProcess>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = ranks_.begin(); it != ranks_.end();) {
+      if (it->second->exited()) {
+        done.push_back(std::move(it->second));
+        it = ranks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  done.clear();  // joins the finished processes' threads, outside the lock
+}
+
+}  // namespace trainctl::agent

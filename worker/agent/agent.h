@@ -1,0 +1,79 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <grpcpp/client_context.h>
+
+#include "trainctl/v1/workers.grpc.pb.h"
+#include "worker/agent/rank_process.h"
+
+namespace trainctl::agent {
+
+struct AgentOptions {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string name;             // unique per cluster; defaults to the hostname
+  int slots = 1;
+  int cpus = 0;                 // cores this node gives its ranks (0 = all)
+  std::string collective_host;  // address ranks bind for collectives
+  std::string rank_program;     // the binary that runs `rank` (this one)
+  int64_t kill_grace_ms = 5'000;
+  int64_t max_backoff_ms = 5'000;
+  int max_buffered_messages = 100'000;
+};
+
+// The node agent. Keeps one stream to the coordinator (reconnecting with
+// exponential backoff), registers this node's slots, starts one rank process
+// per assigned rank, forwards their output and metrics, reports their exits,
+// and kills them on cancel. Messages produced while disconnected are kept
+// (up to max_buffered_messages, oldest dropped first) and sent on reconnect.
+// Run() blocks until Stop() is called from another thread.
+class Agent {
+ public:
+  explicit Agent(AgentOptions options);
+  ~Agent();
+
+  void Run();
+  // Ends Run(): closes the stream and terminates every rank (SIGTERM, then
+  // SIGKILL after the grace period), waiting for them to exit.
+  void Stop();
+
+ private:
+  using RankId = std::tuple<std::string, int, int>;  // job, generation, rank
+
+  // One connection's life; returns true when it got as far as registering.
+  bool RunSession();
+  void HeartbeatLoop(int64_t interval_ms);
+  void Send(v1::AgentMessage message);
+  void FlushBufferLocked();
+  void StartRank(const v1::RankAssignment& assignment);
+  void CancelJob(const std::string& job_id, int generation);
+  void OnRankExit(const RankId& id, int exit_code, const std::string& error);
+  // Destroys finished RankProcess objects outside the lock.
+  void ReapExited();
+  int ThreadsPerRank(const v1::RankAssignment& assignment) const;
+
+  const AgentOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  grpc::ClientContext* context_ = nullptr;  // live session, GUARDED_BY(mu_)
+  grpc::ClientReaderWriterInterface<v1::AgentMessage,
+                                    v1::CoordinatorMessage>* stream_ =
+      nullptr;                                            // GUARDED_BY(mu_)
+  std::deque<v1::AgentMessage> buffer_;                   // GUARDED_BY(mu_)
+  std::map<RankId, std::unique_ptr<RankProcess>> ranks_;  // GUARDED_BY(mu_)
+  std::mutex write_mu_;  // serializes stream writes
+};
+
+}  // namespace trainctl::agent

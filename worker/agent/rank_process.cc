@@ -1,0 +1,190 @@
+#include "worker/agent/rank_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/frame_io.h"
+
+extern char** environ;
+
+namespace trainctl::agent {
+namespace {
+
+constexpr size_t kMaxLineBytes = 16 * 1024;
+
+struct Pipe {
+  int read = -1;
+  int write = -1;
+};
+
+absl::Status MakePipe(Pipe* p) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pipe: ", strerror(errno)));
+  }
+  p->read = fds[0];
+  p->write = fds[1];
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
+    const RankLaunch& launch, Callbacks callbacks) {
+  Pipe in, out, err, report;
+  for (Pipe* p : {&in, &out, &err, &report}) {
+    absl::Status s = MakePipe(p);
+    if (!s.ok()) return s;
+  }
+  // Everything the child needs is built before fork: after it, only
+  // async-signal-safe calls are allowed.
+  std::vector<std::string> arg_storage{launch.program};
+  arg_storage.insert(arg_storage.end(), launch.args.begin(), launch.args.end());
+  std::vector<char*> argv;
+  for (auto& a : arg_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string key = entry.substr(0, entry.find('='));
+    if (!launch.env.count(key)) env_storage.push_back(entry);
+  }
+  for (const auto& [k, v] : launch.env) env_storage.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the agent died before prctl
+    dup2(in.read, 0);
+    dup2(out.write, 1);
+    dup2(err.write, 2);
+    dup2(report.write, 3);
+    // Pipe fds are close-on-exec; fds 0-3 are the dup2'd copies and stay.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "trainctl-worker: exec of the rank process failed\n";
+    (void)!write(2, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, so Terminate never races it
+  close(in.read);
+  close(out.write);
+  close(err.write);
+  close(report.write);
+
+  std::unique_ptr<RankProcess> proc(new RankProcess(pid, std::move(callbacks)));
+  // Feed the spec on a thread: a large spec must not block the agent.
+  std::string input = launch.stdin_bytes;
+  const int in_fd = in.write;
+  proc->readers_.emplace_back([in_fd, input = std::move(input)] {
+    size_t done = 0;
+    while (done < input.size()) {
+      ssize_t n = write(in_fd, input.data() + done, input.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    close(in_fd);
+  });
+  RankProcess* self = proc.get();
+  const int out_fd = out.read, err_fd = err.read, report_fd = report.read;
+  proc->readers_.emplace_back([self, out_fd] { self->ReadLines(out_fd, "stdout"); });
+  proc->readers_.emplace_back([self, err_fd] { self->ReadLines(err_fd, "stderr"); });
+  proc->readers_.emplace_back([self, report_fd] { self->ReadFrames(report_fd); });
+  proc->waiter_ = std::thread([self] { self->WaitForExit(); });
+  return proc;
+}
+
+RankProcess::~RankProcess() {
+  if (!exited_.load()) kill(-pid_, SIGKILL);
+  if (waiter_.joinable()) waiter_.join();
+  if (killer_.joinable()) killer_.join();
+}
+
+void RankProcess::Terminate(int64_t grace_ms) {
+  if (exited_.load() || terminating_.exchange(true)) return;
+  kill(-pid_, SIGTERM);
+  killer_ = std::thread([this, grace_ms] {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(grace_ms);
+    while (!exited_.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!exited_.load()) kill(-pid_, SIGKILL);
+  });
+}
+
+void RankProcess::ReadLines(int fd, const std::string& stream) {
+  FILE* f = fdopen(fd, "r");
+  if (f == nullptr) {
+    close(fd);
+    return;
+  }
+  char* buf = nullptr;
+  size_t cap = 0;
+  ssize_t n;
+  while ((n = getline(&buf, &cap, f)) > 0) {
+    std::string line(buf, static_cast<size_t>(n));
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+      line.pop_back();
+    }
+    if (line.size() > kMaxLineBytes) line.resize(kMaxLineBytes);
+    if (stream == "stderr" && !line.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_error_ = line;
+    }
+    if (cb_.on_line) cb_.on_line(stream, line);
+  }
+  free(buf);
+  fclose(f);
+}
+
+void RankProcess::ReadFrames(int fd) {
+  v1::MetricPoint point;
+  while (ReadFrame(fd, &point).ok()) {
+    if (cb_.on_metric) cb_.on_metric(point);
+    point.Clear();
+  }
+  close(fd);
+}
+
+void RankProcess::WaitForExit() {
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  // Readers finish when every holder of the pipes (the rank and anything it
+  // spawned) is gone; kill stragglers of the group so that happens.
+  kill(-pid_, SIGKILL);
+  for (auto& t : readers_) t.join();
+  exited_.store(true);
+  const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
+                   : WIFSIGNALED(status) ? -WTERMSIG(status)
+                                         : -1;
+  std::string last_error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_error = last_error_;
+  }
+  if (cb_.on_exit) cb_.on_exit(code, last_error);
+}
+
+}  // namespace trainctl::agent

@@ -1,0 +1,72 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainctl/v1/jobs.pb.h"
+
+namespace trainctl::agent {
+
+// What to start: the program, its arguments, extra environment, and the
+// bytes to feed its stdin (then closed).
+struct RankLaunch {
+  std::string program;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  std::string stdin_bytes;
+};
+
+// One supervised rank process. It runs in its own process group (so a cancel
+// reaches anything it spawned) and dies with the agent (PR_SET_PDEATHSIG).
+// Its stdout/stderr arrive line by line and its metric frames (fd 3) one by
+// one, each on a reader thread; on_exit runs once, after every line and frame
+// was delivered. Callbacks run on internal threads and must be thread-safe.
+class RankProcess {
+ public:
+  struct Callbacks {
+    std::function<void(const std::string& stream, const std::string& line)>
+        on_line;
+    std::function<void(const v1::MetricPoint& point)> on_metric;
+    // exit_code is -N when the process was killed by signal N; last_error is
+    // its last non-empty stderr line.
+    std::function<void(int exit_code, const std::string& last_error)> on_exit;
+  };
+
+  static absl::StatusOr<std::unique_ptr<RankProcess>> Start(
+      const RankLaunch& launch, Callbacks callbacks);
+  // Kills the process group if still running and joins every thread.
+  ~RankProcess();
+
+  // SIGTERM to the group now, SIGKILL after grace_ms if it has not exited.
+  // Returns immediately; safe to call more than once and from any thread.
+  void Terminate(int64_t grace_ms);
+  bool exited() const { return exited_.load(); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  RankProcess(pid_t pid, Callbacks callbacks) : pid_(pid), cb_(std::move(callbacks)) {}
+  void ReadLines(int fd, const std::string& stream);
+  void ReadFrames(int fd);
+  void WaitForExit();
+
+  const pid_t pid_;
+  Callbacks cb_;
+  std::atomic<bool> exited_{false};
+  std::mutex mu_;
+  std::string last_error_;  // GUARDED_BY(mu_)
+  std::vector<std::thread> readers_;
+  std::thread waiter_;
+  std::thread killer_;
+  std::atomic<bool> terminating_{false};
+};
+
+}  // namespace trainctl::agent

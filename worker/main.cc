@@ -1,0 +1,92 @@
+// trainctl-worker: the node agent, and (as `trainctl-worker rank ...`) the
+// rank process it spawns for each assigned slot.
+
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/log.h"
+#include "worker/agent/agent.h"
+#include "worker/train/rank_main.h"
+
+namespace {
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string SelfPath() {
+  char buf[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "trainctl-worker";
+}
+
+bool IsLoopback(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host.rfind("127.", 0) == 0 ||
+         host == "[::1]";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "rank") == 0) {
+    return trainctl::train::RankMain(argc - 1, argv + 1);
+  }
+  trainctl::agent::AgentOptions options;
+  CLI::App app{"trainctl-worker: the node agent. Registers this node's slots "
+               "with the coordinator and runs one rank process per assigned "
+               "slot.\n\nExample:\n  trainctl-worker --coordinator "
+               "head:7070 --slots 2 --name node-a"};
+  app.add_option("--coordinator", options.coordinator,
+                 "coordinator address HOST:PORT")
+      ->capture_default_str()
+      ->envname("TRAINCTL_COORDINATOR");
+  app.add_option("--slots", options.slots, "rank slots this node offers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--name", options.name,
+                 "unique worker name (default: the hostname)");
+  app.add_option("--cpus", options.cpus,
+                 "cores shared by this node's ranks (default: all); each rank "
+                 "gets cpus/slots intra-op threads unless the spec says")
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--collective-host", options.collective_host,
+                 "address other ranks reach this node's ranks at (default: "
+                 "127.0.0.1 for a loopback coordinator, else the hostname)");
+  app.add_option("--kill-grace-ms", options.kill_grace_ms,
+                 "after SIGTERM, wait this long before SIGKILL")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (options.name.empty()) options.name = Hostname();
+  if (options.collective_host.empty()) {
+    options.collective_host =
+        IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();
+  }
+  options.rank_program = SelfPath();
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  trainctl::agent::Agent agent(options);
+  std::thread runner([&agent] { agent.Run(); });
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  TLOG_INFO << "signal " << signal_number << ": stopping ranks and exiting";
+  agent.Stop();
+  runner.join();
+  return 0;
+}

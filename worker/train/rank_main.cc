@@ -1,0 +1,136 @@
+#include "worker/train/rank_main.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/create_channel.h>
+#include <iostream>
+#include <iterator>
+#include <mutex>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef TRAINCTL_WITH_CUDA
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "common/frame_io.h"
+#include "worker/train/rendezvous_store.h"
+#include "worker/train/trainer.h"
+
+namespace trainctl::train {
+namespace {
+
+// File descriptor the agent reads metric frames from.
+constexpr int kReportFd = 3;
+
+struct RankArgs {
+  std::string coordinator;
+  std::string job_id;
+  int generation = 0;
+  int rank = 0;
+  int world_size = 1;
+  std::string collective_host = "127.0.0.1";
+  int threads = 1;
+  int64_t rendezvous_timeout_ms = 300'000;
+};
+
+torch::Device PickDevice(const v1::JobSpec& spec, int local_rank) {
+#ifdef TRAINCTL_WITH_CUDA
+  if (spec.training().device() != "cpu" && torch::cuda::is_available()) {
+    return torch::Device(torch::kCUDA,
+                         local_rank % torch::cuda::device_count());
+  }
+#endif
+  (void)local_rank;
+  return torch::kCPU;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
+    const RankArgs& args, const torch::Device& device) {
+  auto channel = grpc::CreateChannel(args.coordinator,
+                                     grpc::InsecureChannelCredentials());
+  auto store = c10::make_intrusive<RendezvousStore>(
+      v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
+      std::chrono::milliseconds(args.rendezvous_timeout_ms));
+#ifdef TRAINCTL_WITH_CUDA
+  if (device.is_cuda()) {
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        store, args.rank, args.world_size,
+        c10d::ProcessGroupNCCL::Options::create());
+  }
+#endif
+  (void)device;
+  auto options = c10d::ProcessGroupGloo::Options::create(
+      std::chrono::milliseconds(args.rendezvous_timeout_ms));
+  options->devices.push_back(
+      c10d::ProcessGroupGloo::createDeviceForHostname(args.collective_host));
+  options->threads = 1;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, args.rank,
+                                                     args.world_size, options);
+}
+
+}  // namespace
+
+int RankMain(int argc, char** argv) {
+  RankArgs args;
+  int local_rank = 0;
+  CLI::App app{"one rank of a trainctl job (started by trainctl-worker)"};
+  app.add_option("--coordinator", args.coordinator)->required();
+  app.add_option("--job", args.job_id)->required();
+  app.add_option("--generation", args.generation)->required();
+  app.add_option("--rank", args.rank)->required();
+  app.add_option("--world-size", args.world_size)->required();
+  app.add_option("--local-rank", local_rank);
+  app.add_option("--collective-host", args.collective_host);
+  app.add_option("--threads", args.threads)->check(CLI::Range(1, 1024));
+  app.add_option("--rendezvous-timeout-ms", args.rendezvous_timeout_ms);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  std::string spec_bytes((std::istreambuf_iterator<char>(std::cin)),
+                         std::istreambuf_iterator<char>());
+  v1::JobSpec spec;
+  if (!spec.ParseFromString(spec_bytes)) {
+    std::cerr << "rank " << args.rank << ": could not read the job spec on stdin"
+              << std::endl;
+    return 2;
+  }
+  at::set_num_threads(args.threads);
+  at::set_num_interop_threads(1);
+
+  RankContext ctx;
+  ctx.rank = args.rank;
+  ctx.world_size = args.world_size;
+  std::mutex report_mu;
+  ctx.report = [&](const v1::MetricPoint& point) {
+    std::lock_guard<std::mutex> lock(report_mu);
+    absl::Status s = WriteFrame(kReportFd, point);
+    if (!s.ok()) std::cerr << "metrics not delivered: " << s.message() << "\n";
+  };
+  try {
+    ctx.device = PickDevice(spec, local_rank);
+    if (args.world_size > 1) ctx.group = JoinGroup(args, ctx.device);
+  } catch (const std::exception& e) {
+    std::cerr << "rank " << args.rank << ": could not join the process group: "
+              << e.what() << std::endl;
+    return 1;
+  }
+  std::cout << "rank " << args.rank << "/" << args.world_size << " on "
+            << ctx.device << " with " << args.threads << " threads" << std::endl;
+  absl::StatusOr<TrainResult> result = Train(spec, ctx);
+  if (!result.ok()) {
+    std::cerr << result.status().message() << std::endl;
+    return 1;
+  }
+  std::cout << "rank " << args.rank << " finished " << result->steps
+            << " steps; final loss " << result->final_train_loss;
+  if (result->eval_accuracy >= 0) {
+    std::cout << ", eval accuracy " << result->eval_accuracy;
+  }
+  std::cout << std::endl;
+  return 0;
+}
+
+}  // namespace trainctl::train
