@@ -1,6 +1,7 @@
 #include "client/format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
@@ -123,6 +124,8 @@ std::string FormatMetricValue(const std::string& key, double value) {
     number = absl::StrFormat("%.4f", value);
   } else if (key == "samples_per_sec") {
     number = absl::StrFormat("%.1f", value);
+  } else if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    number = absl::StrFormat("%.0f", value);  // counts: 60000, not 6e+04
   } else {
     number = absl::StrFormat("%.4g", value);
   }

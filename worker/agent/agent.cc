@@ -1,6 +1,6 @@
 #include "worker/agent/agent.h"
 
-#include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +13,18 @@
 
 namespace trainctl::agent {
 namespace {
+
+// GPUs this node exposes, found without CUDA or torch in the agent: one
+// /dev/nvidiaN device node per GPU.
+std::vector<std::string> DetectDevices() {
+  std::vector<std::string> devices{"cpu"};
+  for (int i = 0; i < 64; ++i) {
+    if (access(absl::StrCat("/dev/nvidia", i).c_str(), F_OK) == 0) {
+      devices.push_back(absl::StrCat("cuda:", i));
+    }
+  }
+  return devices;
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -71,7 +83,7 @@ bool Agent::RunSession() {
   reg->set_name(options_.name);
   reg->set_slots(options_.slots);
   reg->set_collective_host(options_.collective_host);
-  reg->add_devices("cpu");
+  for (const auto& device : DetectDevices()) reg->add_devices(device);
   reg->set_version(TRAINCTL_VERSION);
   if (!stream->Write(hello)) {
     stream->Finish();
