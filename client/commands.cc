@@ -110,6 +110,11 @@ int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run) {
     env.out << ToJson(*response, /*pretty=*/!follow) << std::endl;
   } else if (dry_run) {
     env.out << JobSpecToJson(job.spec()) << "\n";
+    if (job.total_steps() > 0) {
+      env.out << "total steps: " << job.total_steps() << "\n";
+    } else {
+      env.out << job.reason() << "\n";
+    }
     env.err << "job spec " << path
             << " is valid (dry run: nothing submitted)\n";
   } else {

@@ -2,251 +2,224 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cmath>
-#include <functional>
 #include <limits>
-#include <set>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spec_reader.h"
 
 namespace trainctl {
 namespace {
 
 constexpr int kMaxRanks = 4096;
 constexpr size_t kMaxSpecBytes = 1 << 20;
+constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+constexpr int kMaxWidth = 1 << 16;
 
-// Reads one YAML mapping, remembering which keys were used so the leftovers
-// can be reported as unknown fields. Errors go to a shared list.
-class Section {
- public:
-  Section(const YAML::Node& node, std::string path,
-          std::vector<std::string>* errors)
-      : node_(node), path_(std::move(path)), errors_(errors) {
-    if (node_ && !node_.IsNull() && !node_.IsMap()) {
-      Error(path_.empty() ? "spec" : path_, "must be a mapping");
-      valid_ = false;
-    }
-  }
+using Errors = std::vector<std::string>;
 
-  std::string Path(const std::string& key) const {
-    return path_.empty() ? key : absl::StrCat(path_, ".", key);
-  }
+template <typename Repeated>
+void Assign(Repeated* field, const std::vector<int64_t>& values) {
+  field->Clear();
+  for (int64_t v : values) field->Add(static_cast<int32_t>(v));
+}
 
-  YAML::Node Child(const std::string& key) {
-    used_.insert(key);
-    if (!valid_ || !node_ || node_.IsNull()) return YAML::Node();
-    return node_[key];
-  }
-
-  std::string String(const std::string& key, const std::string& fallback) {
-    YAML::Node n = Child(key);
-    if (!n || n.IsNull()) return fallback;
-    if (!n.IsScalar()) {
-      Error(Path(key), "must be a string");
-      return fallback;
-    }
-    return n.Scalar();
-  }
-
-  int64_t Int(const std::string& key, int64_t fallback, int64_t min,
-              int64_t max) {
-    YAML::Node n = Child(key);
-    if (!n || n.IsNull()) return fallback;
-    int64_t value = 0;
-    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, value)) {
-      Error(Path(key), absl::StrCat("must be an integer, got '",
-                                    n.IsScalar() ? n.Scalar() : "<non-scalar>",
-                                    "'"));
-      return fallback;
-    }
-    if (value < min || value > max) {
-      Error(Path(key), absl::StrCat("must be in [", min, ", ", max, "], got ",
-                                    value));
-      return fallback;
-    }
-    return value;
-  }
-
-  double Double(const std::string& key, double fallback, double min,
-                double max) {
-    YAML::Node n = Child(key);
-    if (!n || n.IsNull()) return fallback;
-    double value = 0;
-    if (!n.IsScalar() || !YAML::convert<double>::decode(n, value) ||
-        !std::isfinite(value)) {
-      Error(Path(key), absl::StrCat("must be a finite number, got '",
-                                    n.IsScalar() ? n.Scalar() : "<non-scalar>",
-                                    "'"));
-      return fallback;
-    }
-    if (value < min || value > max) {
-      Error(Path(key), absl::StrCat("must be in [", min, ", ", max, "], got ",
-                                    value));
-      return fallback;
-    }
-    return value;
-  }
-
-  // Reports keys present in the mapping that no reader asked for.
-  void RejectUnknown() {
-    if (!valid_ || !node_ || !node_.IsMap()) return;
-    for (const auto& kv : node_) {
-      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex>";
-      if (!used_.count(key)) Error(Path(key), "unknown field");
-    }
-  }
-
-  void Error(const std::string& field, const std::string& what) {
-    errors_->push_back(absl::StrCat(field, ": ", what));
-  }
-
- private:
-  YAML::Node node_;
-  std::string path_;
-  std::vector<std::string>* errors_;
-  std::set<std::string> used_;
-  bool valid_ = true;
-};
-
-void ReadModel(Section& top, v1::ModelSpec* model,
-               std::vector<std::string>* errors) {
+void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   YAML::Node node = top.Child("model");
   const bool shorthand = node && node.IsScalar();
-  Section s(shorthand ? YAML::Node() : node, "model", errors);
+  SpecReader s(shorthand ? YAML::Node() : node, "model", errors);
+  const std::vector<std::string> kModels = {
+      "mlp", "cnn", "transformer_classifier", "gpt", "torchscript"};
   if (shorthand) {
-    // "model: mlp" is shorthand for "model: {type: mlp}".
-    model->set_type(node.Scalar());
-  } else {
-    model->set_type(s.String("type", ""));
-  }
-  if (model->type().empty()) {
-    s.Error("model.type", "is required (known models: mlp)");
-  } else if (model->type() != "mlp") {
+    m->set_type(node.Scalar());
+    if (std::find(kModels.begin(), kModels.end(), m->type()) == kModels.end()) {
+      s.Error("model.type", absl::StrCat("unknown model '", m->type(),
+                                         "' (known: ", absl::StrJoin(kModels, ", "),
+                                         ")"));
+    }
+  } else if (!s.Has("type")) {
     s.Error("model.type",
-            absl::StrCat("unknown model '", model->type(), "' (known: mlp)"));
-  }
-  YAML::Node hidden = node && node.IsMap() ? s.Child("hidden") : YAML::Node();
-  if (hidden && !hidden.IsNull()) {
-    if (!hidden.IsSequence() || hidden.size() == 0 || hidden.size() > 64) {
-      s.Error("model.hidden", "must be a list of 1 to 64 layer widths");
-    } else {
-      for (size_t i = 0; i < hidden.size(); ++i) {
-        int width = 0;
-        if (!hidden[i].IsScalar() ||
-            !YAML::convert<int>::decode(hidden[i], width) || width < 1 ||
-            width > 65536) {
-          s.Error(absl::StrCat("model.hidden[", i, "]"),
-                  "must be an integer in [1, 65536]");
-        }
-        model->add_hidden(width);
-      }
-    }
+            absl::StrCat("is required (known: ", absl::StrJoin(kModels, ", "), ")"));
   } else {
-    model->add_hidden(512);
-    model->add_hidden(256);
+    m->set_type(s.Choice("type", "", kModels, "model"));
   }
-  if (node && node.IsMap()) s.RejectUnknown();
+  const bool cnn = m->type() == "cnn";
+  Assign(m->mutable_hidden(),
+         s.IntList("hidden", cnn ? std::vector<int64_t>{128}
+                                 : std::vector<int64_t>{512, 256},
+                   64, 1, kMaxWidth));
+  Assign(m->mutable_channels(), s.IntList("channels", {32, 64}, 2, 1, 4096));
+  if (m->channels_size() != 2) {
+    s.Error("model.channels", "must list exactly 2 conv block widths");
+  }
+  const bool gpt = m->type() == "gpt";
+  m->set_vocab_size(s.Int("vocab_size", 0, 0, 1 << 24));
+  m->set_d_model(s.Int("d_model", gpt ? 128 : 64, 1, kMaxWidth));
+  m->set_n_layers(s.Int("n_layers", 2, 1, 256));
+  m->set_n_heads(s.Int("n_heads", 4, 1, 256));
+  m->set_d_ff(s.Int("d_ff", 4 * m->d_model(), 1, 1 << 20));
+  m->set_max_seq_len(s.Int("max_seq_len", 512, 1, 1 << 20));
+  m->set_dropout(s.Double("dropout", 0.0, 0.0, 0.99));
+  m->set_path(s.String("path", ""));
+  m->set_num_classes(s.Int("num_classes", 0, 0, 1 << 24));
+  if (m->d_model() % m->n_heads() != 0) {
+    s.Error("model.d_model", absl::StrCat(m->d_model(),
+                                          " is not divisible by model.n_heads ",
+                                          m->n_heads()));
+  }
+  if (m->type() == "torchscript" && m->path().empty()) {
+    s.Error("model.path", "is required for a torchscript model");
+  }
+  if (!shorthand) s.RejectUnknown();
 }
 
-void ReadData(Section& top, v1::DataSpec* data,
-              std::vector<std::string>* errors) {
-  Section s(top.Child("data"), "data", errors);
-  data->set_format(s.String("format", "idx"));
-  if (data->format() != "idx") {
-    s.Error("data.format",
-            absl::StrCat("unknown format '", data->format(), "' (known: idx)"));
+void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
+  SpecReader s(top.Child("data"), "data", errors);
+  d->set_format(
+      s.Choice("format", "idx", {"idx", "csv", "tokens", "text", "tensors"}, "format"));
+  d->set_train_images(s.String("train_images", ""));
+  d->set_train_labels(s.String("train_labels", ""));
+  d->set_eval_images(s.String("eval_images", ""));
+  d->set_eval_labels(s.String("eval_labels", ""));
+  d->set_train_path(s.String("train_path", ""));
+  d->set_eval_path(s.String("eval_path", ""));
+  d->set_train_limit(s.Int("train_limit", 0, 0, kMaxInt));
+  d->set_eval_limit(s.Int("eval_limit", 0, 0, kMaxInt));
+  d->set_eval_fraction(s.Double("eval_fraction", 0.0, 0.0, 0.99));
+  d->set_label_column(s.String("label_column", ""));
+  d->set_header(s.Bool("header", false));
+  d->set_delimiter(s.String("delimiter", ","));
+  d->set_token_dtype(s.Choice("token_dtype", "uint16", {"uint16", "uint32"}));
+  d->set_seq_len(s.Int("seq_len", 128, 1, 1 << 20));
+  if (d->delimiter().size() != 1) {
+    s.Error("data.delimiter", "must be exactly one character");
   }
-  data->set_train_images(s.String("train_images", ""));
-  data->set_train_labels(s.String("train_labels", ""));
-  data->set_eval_images(s.String("eval_images", ""));
-  data->set_eval_labels(s.String("eval_labels", ""));
-  if (data->train_images().empty()) s.Error("data.train_images", "is required");
-  if (data->train_labels().empty()) s.Error("data.train_labels", "is required");
-  if (data->eval_images().empty() != data->eval_labels().empty()) {
-    s.Error(data->eval_images().empty() ? "data.eval_images"
-                                        : "data.eval_labels",
-            "eval_images and eval_labels must be given together");
-  }
-  const int64_t kMaxInt = std::numeric_limits<int64_t>::max();
-  data->set_train_limit(s.Int("train_limit", 0, 0, kMaxInt));
-  data->set_eval_limit(s.Int("eval_limit", 0, 0, kMaxInt));
-  s.RejectUnknown();
-}
-
-void ReadOptimizer(Section& top, v1::OptimizerSpec* opt,
-                   std::vector<std::string>* errors) {
-  Section s(top.Child("optimizer"), "optimizer", errors);
-  opt->set_type(s.String("type", "adamw"));
-  static const std::set<std::string> kKnown = {"adamw", "adam", "sgd"};
-  if (!kKnown.count(opt->type())) {
-    s.Error("optimizer.type", absl::StrCat("unknown optimizer '", opt->type(),
-                                           "' (known: adamw, adam, sgd)"));
-  }
-  const bool is_sgd = opt->type() == "sgd";
-  opt->set_lr(s.Double("lr", is_sgd ? 0.01 : 0.001, 0, 1e3));
-  if (opt->lr() <= 0) s.Error("optimizer.lr", "must be > 0");
-  opt->set_weight_decay(
-      s.Double("weight_decay", opt->type() == "adamw" ? 0.01 : 0.0, 0, 1e3));
-  double beta1 = 0.9, beta2 = 0.999;
-  YAML::Node betas = s.Child("betas");
-  if (betas && !betas.IsNull()) {
-    double b1 = 0, b2 = 0;
-    if (!betas.IsSequence() || betas.size() != 2 ||
-        !YAML::convert<double>::decode(betas[0], b1) ||
-        !YAML::convert<double>::decode(betas[1], b2) || b1 < 0 || b1 >= 1 ||
-        b2 < 0 || b2 >= 1) {
-      s.Error("optimizer.betas", "must be two numbers in [0, 1)");
-    } else {
-      beta1 = b1;
-      beta2 = b2;
+  if (d->format() == "idx") {
+    if (d->train_images().empty()) s.Error("data.train_images", "is required");
+    if (d->train_labels().empty()) s.Error("data.train_labels", "is required");
+    if (d->eval_images().empty() != d->eval_labels().empty()) {
+      s.Error(d->eval_images().empty() ? "data.eval_images" : "data.eval_labels",
+              "eval_images and eval_labels must be given together");
     }
+  } else if (d->train_path().empty()) {
+    s.Error("data.train_path", absl::StrCat("is required for format ",
+                                            d->format()));
   }
-  opt->add_betas(beta1);
-  opt->add_betas(beta2);
-  opt->set_eps(s.Double("eps", 1e-8, 0, 1));
-  opt->set_momentum(s.Double("momentum", 0.0, 0, 0.999999));
+  const bool has_eval_set =
+      !d->eval_images().empty() || !d->eval_path().empty();
+  if (has_eval_set && d->eval_fraction() > 0) {
+    s.Error("data.eval_fraction",
+            "give either an eval set by path or eval_fraction, not both");
+  }
   s.RejectUnknown();
 }
 
-void ReadScheduler(Section& top, v1::SchedulerSpec* sched,
-                   std::vector<std::string>* errors) {
-  Section s(top.Child("scheduler"), "scheduler", errors);
-  sched->set_type(s.String("type", "constant"));
-  if (sched->type() != "constant" && sched->type() != "linear") {
-    s.Error("scheduler.type", absl::StrCat("unknown scheduler '", sched->type(),
-                                           "' (known: constant, linear)"));
+void ReadOptimizer(SpecReader& top, v1::OptimizerSpec* o, Errors* errors) {
+  SpecReader s(top.Child("optimizer"), "optimizer", errors);
+  o->set_type(s.Choice("type", "adamw",
+                       {"adamw", "adam", "sgd", "adafactor", "adam8bit"},
+                       "optimizer"));
+  const bool sgd = o->type() == "sgd";
+  o->set_lr(s.Double("lr", sgd ? 0.01 : 0.001, 0, 1e3));
+  if (o->lr() <= 0) s.Error("optimizer.lr", "must be > 0");
+  o->set_weight_decay(s.Double(
+      "weight_decay",
+      o->type() == "adamw" || o->type() == "adam8bit" ? 0.01 : 0.0, 0, 1e3));
+  std::vector<double> betas = {o->type() == "adafactor" ? 0.0 : 0.9, 0.999};
+  YAML::Node b = s.Child("betas");
+  if (b && !b.IsNull()) {
+    bool ok = b.IsSequence() && b.size() == 2;
+    for (size_t i = 0; ok && i < 2; ++i) {
+      ok = YAML::convert<double>::decode(b[i], betas[i]) && betas[i] >= 0 &&
+           betas[i] < 1;
+    }
+    if (!ok) s.Error("optimizer.betas", "must be two numbers in [0, 1)");
   }
-  sched->set_warmup_steps(s.Int("warmup_steps", 0, 0, 1'000'000'000));
+  o->clear_betas();
+  o->add_betas(betas[0]);
+  o->add_betas(betas[1]);
+  o->set_eps(s.Double("eps", o->type() == "adafactor" ? 1e-30 : 1e-8, 0, 1));
+  o->set_momentum(s.Double("momentum", 0.0, 0, 0.999999));
+  o->set_nesterov(s.Bool("nesterov", false));
+  if (o->nesterov() && (!sgd || o->momentum() <= 0)) {
+    s.Error("optimizer.nesterov", "needs type sgd with momentum > 0");
+  }
+  o->set_relative_step(s.Bool("relative_step", false));
+  o->set_clip_threshold(s.Double("clip_threshold", 1.0, 0, 1e6));
+  o->set_decay_rate(s.Double("decay_rate", -0.8, -1.0, 0.0));
+  o->set_scale_parameter(s.Bool("scale_parameter", false));
+  o->set_block_size(s.Int("block_size", 2048, 16, 1 << 20));
   s.RejectUnknown();
 }
 
-void ReadTraining(Section& top, v1::TrainingSpec* t,
-                  std::vector<std::string>* errors) {
-  Section s(top.Child("training"), "training", errors);
+void ReadScheduler(SpecReader& top, v1::SchedulerSpec* sch, Errors* errors) {
+  SpecReader s(top.Child("scheduler"), "scheduler", errors);
+  sch->set_type(s.Choice("type", "constant", {"constant", "linear", "cosine"},
+                          "scheduler"));
+  sch->set_warmup_steps(s.Int("warmup_steps", 0, 0, 1'000'000'000));
+  sch->set_min_lr(s.Double("min_lr", 0.0, 0.0, 1e3));
+  s.RejectUnknown();
+}
+
+void ReadTraining(SpecReader& top, v1::TrainingSpec* t, Errors* errors) {
+  SpecReader s(top.Child("training"), "training", errors);
   t->set_epochs(s.Int("epochs", 1, 1, 100'000));
   t->set_batch_size(s.Int("batch_size", 64, 1, 1 << 24));
   t->set_max_steps(s.Int("max_steps", 0, 0, 1'000'000'000'000));
   t->set_log_every_steps(s.Int("log_every_steps", 50, 1, 1'000'000'000));
   t->set_threads_per_rank(s.Int("threads_per_rank", 0, 0, 1024));
-  t->set_device(s.String("device", "auto"));
-  if (t->device() != "auto" && t->device() != "cpu" && t->device() != "cuda") {
-    s.Error("training.device", absl::StrCat("unknown device '", t->device(),
-                                            "' (known: auto, cpu, cuda)"));
-  }
+  t->set_device(s.Choice("device", "auto", {"auto", "cpu", "cuda"}, "device"));
+  t->set_grad_accum_steps(s.Int("grad_accum_steps", 1, 1, 1 << 16));
+  t->set_max_grad_norm(s.Double("max_grad_norm", 0.0, 0.0, 1e9));
+  t->set_precision(s.Choice("precision", "fp32", {"fp32", "bf16", "fp16"}, "precision"));
+  t->set_gradient_checkpointing(s.Bool("gradient_checkpointing", false));
+  t->set_local_sgd_steps(s.Int("local_sgd_steps", 0, 0, 1 << 20));
+  t->set_eval_every_steps(s.Int("eval_every_steps", 0, 0, 1'000'000'000));
+  t->set_eval_batch_size(s.Int("eval_batch_size", 512, 1, 1 << 20));
   s.RejectUnknown();
 }
 
 // Rules that span several sections.
-void CheckCrossField(const v1::JobSpec& spec, std::vector<std::string>* errors) {
-  if (spec.ranks() > 0 && spec.training().batch_size() % spec.ranks() != 0) {
+void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
+  const auto& t = spec.training();
+  const auto& m = spec.model();
+  const auto& d = spec.data();
+  if (spec.ranks() > 0 && t.batch_size() % spec.ranks() != 0) {
     errors->push_back(absl::StrCat(
-        "training.batch_size: ", spec.training().batch_size(),
-        " does not divide evenly over ", spec.ranks(),
+        "training.batch_size: ", t.batch_size(), " does not divide evenly over ",
+        spec.ranks(),
         " ranks (the global batch is split equally; pick a multiple of ranks)"));
+  }
+  const bool token_data = d.format() == "tokens" || d.format() == "text";
+  if (m.type() == "gpt" && !token_data) {
+    errors->push_back(
+        "model.type: gpt needs token data (data.format tokens or text)");
+  }
+  if (spec.task() == "language_model" && m.type() != "gpt" &&
+      m.type() != "torchscript") {
+    errors->push_back(
+        "task: language_model needs model.type gpt or torchscript");
+  }
+  if (token_data && spec.task() != "language_model") {
+    errors->push_back(absl::StrCat("task: data.format ", d.format(),
+                                   " yields next-token windows; use "
+                                   "task: language_model"));
+  }
+  if (t.gradient_checkpointing() && m.type() != "mlp" &&
+      m.type() != "transformer_classifier" && m.type() != "gpt") {
+    errors->push_back(absl::StrCat(
+        "training.gradient_checkpointing: not supported for model.type ",
+        m.type(), " (supported: mlp, transformer_classifier, gpt)"));
+  }
+  if (t.local_sgd_steps() > 0 && t.grad_accum_steps() > 1) {
+    errors->push_back(
+        "training.local_sgd_steps: cannot be combined with grad_accum_steps");
+  }
+  if (spec.optimizer().relative_step() && spec.optimizer().type() != "adafactor") {
+    errors->push_back("optimizer.relative_step: only for type adafactor");
   }
 }
 
@@ -264,25 +237,29 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
     return absl::InvalidArgumentError(
         absl::StrCat("spec: not valid YAML or JSON: ", e.what()));
   }
-  if (!root || root.IsNull()) {
-    return absl::InvalidArgumentError("spec: is empty");
-  }
-  std::vector<std::string> errors;
-  v1::JobSpec spec;
-  Section top(root, "", &errors);
+  if (!root || root.IsNull()) return absl::InvalidArgumentError("spec: is empty");
+  Errors errors;
+  SpecReader top(root, "", &errors);
   if (!root.IsMap()) return absl::InvalidArgumentError(errors.front());
 
+  v1::JobSpec spec;
   spec.set_name(top.String("name", "job"));
   if (spec.name().empty() || spec.name().size() > 128) {
     top.Error("name", "must be 1 to 128 characters");
   }
   spec.set_ranks(top.Int("ranks", 1, 1, kMaxRanks));
-  spec.set_seed(top.Int("seed", 0, 0, std::numeric_limits<int64_t>::max()));
+  spec.set_seed(top.Int("seed", 0, 0, kMaxInt));
   ReadModel(top, spec.mutable_model(), &errors);
   ReadData(top, spec.mutable_data(), &errors);
   ReadOptimizer(top, spec.mutable_optimizer(), &errors);
   ReadScheduler(top, spec.mutable_scheduler(), &errors);
   ReadTraining(top, spec.mutable_training(), &errors);
+  const bool lm = spec.model().type() == "gpt" ||
+                  spec.data().format() == "tokens" ||
+                  spec.data().format() == "text";
+  spec.set_task(top.Choice("task", lm ? "language_model" : "classification",
+                           {"classification", "language_model", "regression"},
+                           "task"));
   top.RejectUnknown();
   CheckCrossField(spec, &errors);
   if (!errors.empty()) {

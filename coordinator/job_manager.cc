@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/data_probe.h"
 #include "common/log.h"
 #include "common/spec.h"
 #include "coordinator/job_state.h"
@@ -44,7 +45,16 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
   if (!spec.ok()) return spec.status();
   v1::Job job;
   *job.mutable_spec() = *std::move(spec);
-  if (dry_run) return job;
+  if (dry_run) {
+    // The data may live only on the workers; then the steps stay unknown.
+    absl::StatusOr<int64_t> steps = TotalSteps(job.spec());
+    if (steps.ok()) {
+      job.set_total_steps(*steps);
+    } else {
+      job.set_reason(absl::StrCat("total steps unknown: ", steps.status().message()));
+    }
+    return job;
+  }
 
   Outbox outbox;
   v1::Job snapshot;

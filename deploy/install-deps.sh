@@ -14,6 +14,9 @@ packages=(
   # BLAS made the same MLP 5-8x slower than OpenBLAS on a 2-core machine.
   libopenblas0-pthread
   dataset-fashion-mnist
+  # fortunes: text for the character-GPT example; python3-torch: the
+  # TorchScript export example and the DDP peer of the benchmarks.
+  fortunes python3-torch
 )
 
 missing=()

@@ -67,9 +67,31 @@ INSTANTIATE_TEST_SUITE_P(
     All, SpecErrorTest,
     ::testing::Values(
         BadCase{"model: resnet\ndata: {train_images: a, train_labels: b}",
-                "model.type: unknown model 'resnet' (known: mlp)"},
+                "model.type: unknown model 'resnet' (known: mlp, cnn, "
+                "transformer_classifier, gpt, torchscript)"},
         BadCase{"data: {train_images: a, train_labels: b}",
                 "model.type: is required"},
+        BadCase{"model: {type: mlp, dropout: 2}\n"
+                "data: {train_images: a, train_labels: b}",
+                "model.dropout: must be in [0, 0.99], got 2"},
+        BadCase{"model: {type: gpt, d_model: 30, n_heads: 4}\n"
+                "data: {format: text, train_path: f}",
+                "model.d_model: 30 is not divisible by model.n_heads 4"},
+        BadCase{"model: gpt\ndata: {train_images: a, train_labels: b}",
+                "model.type: gpt needs token data"},
+        BadCase{"model: torchscript\ndata: {train_images: a, train_labels: b}",
+                "model.path: is required for a torchscript model"},
+        BadCase{"model: cnn\ndata: {train_images: a, train_labels: b}\n"
+                "training: {gradient_checkpointing: true}",
+                "training.gradient_checkpointing: not supported for model.type cnn"},
+        BadCase{"model: mlp\ndata: {format: csv}",
+                "data.train_path: is required for format csv"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "training: {precision: fp8}",
+                "training.precision: unknown precision 'fp8' (known: fp32, bf16, fp16)"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "optimizer: {type: sgd, nesterov: true}",
+                "optimizer.nesterov: needs type sgd with momentum > 0"},
         BadCase{"model: mlp\ndata: {train_images: a}",
                 "data.train_labels: is required"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"

@@ -126,8 +126,8 @@ int RankMain(int argc, char** argv) {
   }
   std::cout << "rank " << args.rank << " finished " << result->steps
             << " steps; final loss " << result->final_train_loss;
-  if (result->eval_accuracy >= 0) {
-    std::cout << ", eval accuracy " << result->eval_accuracy;
+  for (const auto& [name, value] : result->eval) {
+    std::cout << ", " << name << " " << value;
   }
   std::cout << std::endl;
   return 0;

@@ -1,220 +1,242 @@
 #include "worker/train/trainer.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <chrono>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
-#include "worker/train/idx_dataset.h"
-#include "worker/train/model.h"
-#include "worker/train/optim.h"
+#include "worker/train/evaluation.h"
+#include "worker/train/grad_sync.h"
+#include "worker/train/loss_scaler.h"
+#include "worker/train/models/model.h"
+#include "worker/train/optim/optimizers.h"
+#include "worker/train/optim/schedule.h"
 
 namespace trainctl::train {
 namespace {
 
-int64_t NowMs() {
+using Clock = std::chrono::steady_clock;
+
+int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-void AllReduceSum(const RankContext& ctx, torch::Tensor& buffer) {
-  if (!ctx.group) return;
-  std::vector<torch::Tensor> tensors{buffer};
-  ctx.group->allreduce(tensors)->wait();
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Gradients of all parameters in one preallocated flat buffer, reduced in a
-// single collective; one extra element carries the step's loss.
-class GradientSync {
+// Enables autocast for bf16/fp16 on the rank's device for its lifetime.
+class AutocastScope {
  public:
-  explicit GradientSync(const std::vector<torch::Tensor>& params)
-      : params_(params) {
-    int64_t total = 0;
-    for (const auto& p : params_) total += p.numel();
-    buffer_ = torch::zeros({total + 1}, params_.front().options());
+  AutocastScope(const std::string& precision, const torch::Device& device)
+      : active_(precision != "fp32"), cuda_(device.is_cuda()) {
+    if (!active_) return;
+    const auto dtype = precision == "bf16" ? at::kBFloat16 : at::kHalf;
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(dtype);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(dtype);
+    }
   }
-
-  // Returns the global mean loss.
-  double Reduce(const RankContext& ctx, const torch::Tensor& loss) {
-    if (!ctx.group) return loss.item<double>();
-    torch::NoGradGuard no_grad;
-    int64_t offset = 0;
-    for (const auto& p : params_) {
-      buffer_.narrow(0, offset, p.numel()).copy_(p.grad().reshape(-1));
-      offset += p.numel();
+  ~AutocastScope() {
+    if (!active_) return;
+    if (cuda_) {
+      at::autocast::set_enabled(false);
+    } else {
+      at::autocast::set_cpu_enabled(false);
     }
-    buffer_[offset].copy_(loss.detach());
-    AllReduceSum(ctx, buffer_);
-    buffer_.div_(ctx.world_size);
-    offset = 0;
-    for (auto& p : params_) {
-      p.mutable_grad().copy_(
-          buffer_.narrow(0, offset, p.numel()).view_as(p.grad()));
-      offset += p.numel();
-    }
-    return buffer_[offset].item<double>();
+    at::autocast::clear_cache();
   }
 
  private:
-  std::vector<torch::Tensor> params_;
-  torch::Tensor buffer_;
+  bool active_;
+  bool cuda_;
 };
 
-void BroadcastFromRankZero(const RankContext& ctx,
-                           const std::vector<torch::Tensor>& params) {
-  if (!ctx.group) return;
-  torch::NoGradGuard no_grad;
-  for (auto p : params) {
-    std::vector<torch::Tensor> tensors{p};
-    ctx.group->broadcast(tensors)->wait();
-  }
-}
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
+// Per-window sums of the step-time split, reported as milliseconds per step.
+struct StepTimes {
+  double data = 0, compute = 0, comm = 0, optimizer = 0;
+  int64_t steps = 0;
+  Clock::time_point start = Clock::now();
 };
-
-EvalResult Evaluate(torch::nn::Sequential& model, const Dataset& data,
-                    const RankContext& ctx, int64_t batch) {
-  torch::NoGradGuard no_grad;
-  model->eval();
-  const Range slice = EvalSlice(data.size(), ctx.rank, ctx.world_size);
-  double loss_sum = 0, correct = 0;
-  for (int64_t begin = slice.begin; begin < slice.end; begin += batch) {
-    const int64_t n = std::min(batch, slice.end - begin);
-    torch::Tensor x = data.inputs.narrow(0, begin, n).to(ctx.device);
-    torch::Tensor y = data.labels.narrow(0, begin, n).to(ctx.device);
-    torch::Tensor logits = model->forward(x);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, y,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(
-                        torch::kSum))
-                    .item<double>();
-    correct += logits.argmax(1).eq(y).sum().item<double>();
-  }
-  model->train();
-  torch::Tensor totals = torch::tensor(
-      {loss_sum, correct, static_cast<double>(slice.end - slice.begin)},
-      torch::kFloat64);
-  AllReduceSum(ctx, totals);
-  const double count = totals[2].item<double>();
-  return {totals[0].item<double>() / count, totals[1].item<double>() / count};
-}
 
 absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
                                          const RankContext& ctx) {
-  const auto& data_spec = spec.data();
-  ASSIGN_OR_RETURN(Dataset train,
-                   LoadIdx(data_spec.train_images(), data_spec.train_labels(),
-                           data_spec.train_limit(), "data.train"));
-  Dataset eval;
-  const bool has_eval = !data_spec.eval_images().empty();
-  if (has_eval) {
-    ASSIGN_OR_RETURN(eval, LoadIdx(data_spec.eval_images(),
-                                   data_spec.eval_labels(),
-                                   data_spec.eval_limit(), "data.eval"));
+  const auto& t = spec.training();
+  if (t.precision() == "fp16" && !ctx.device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        "training.precision: fp16 needs a CUDA device; use bf16 on CPU");
   }
-  const int64_t global_batch = spec.training().batch_size();
-  const int64_t steps_per_epoch = StepsPerEpoch(train.size(), global_batch);
+  ASSIGN_OR_RETURN(Datasets data, LoadDatasets(spec));
+  const int64_t micro_batch = t.batch_size();
+  const int64_t accum = t.grad_accum_steps();
+  const int64_t samples_per_step = micro_batch * accum;
+  const int64_t steps_per_epoch = data.train->size() / samples_per_step;
   if (steps_per_epoch == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "training.batch_size: ", global_batch, " is larger than the ",
-        train.size(), " training samples"));
+        "training.batch_size: ", micro_batch, " x grad_accum_steps ", accum,
+        " is larger than the ", data.train->size(), " training samples"));
   }
-  int64_t total_steps = steps_per_epoch * spec.training().epochs();
-  if (spec.training().max_steps() > 0) {
-    total_steps = std::min(total_steps, spec.training().max_steps());
-  }
-  const int64_t features = train.inputs[0].numel();
-  const int64_t classes = 10;
+  int64_t total_steps = steps_per_epoch * t.epochs();
+  if (t.max_steps() > 0) total_steps = std::min(total_steps, t.max_steps());
 
-  torch::nn::Sequential model;
+  std::unique_ptr<Model> model;
   {
     // Initialisation draws from torch's global generator; ranks that share a
     // process (tests run them as threads) must not interleave their draws.
     static std::mutex init_mu;
     std::lock_guard<std::mutex> lock(init_mu);
     torch::manual_seed(spec.seed());
-    ASSIGN_OR_RETURN(model, BuildModel(spec.model(), features, classes));
+    ASSIGN_OR_RETURN(model, BuildModel(spec, data.info));
   }
-  model->to(ctx.device);
-  std::vector<torch::Tensor> params = model->parameters();
-  BroadcastFromRankZero(ctx, params);
-  auto optimizer = BuildOptimizer(spec.optimizer(), params);
-  GradientSync sync(params);
+  model->To(ctx.device);
+  model->SetTraining(true);
+  std::vector<torch::Tensor> params = model->Parameters();
+  if (params.empty()) {
+    return absl::InvalidArgumentError("model: has no trainable parameters");
+  }
+  BroadcastFromRankZero(ctx.group, params);
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      BuildOptimizer(spec.optimizer(), params);
+  GradientSync sync(params, ctx.group, ctx.world_size, /*extra_slots=*/1);
+  std::unique_ptr<DynamicLossScaler> scaler;
+  if (t.precision() == "fp16") scaler = std::make_unique<DynamicLossScaler>();
 
   auto report = [&](const char* kind, int64_t step, int epoch,
-                    std::map<std::string, double> values) {
+                    const std::map<std::string, double>& values) {
     if (ctx.rank != 0 || !ctx.report) return;
     v1::MetricPoint point;
     point.set_kind(kind);
     point.set_step(step);
     point.set_epoch(epoch);
     point.set_rank(ctx.rank);
-    point.set_time_unix_ms(NowMs());
-    for (auto& [k, v] : values) (*point.mutable_values())[k] = v;
+    point.set_time_unix_ms(NowUnixMs());
+    for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
     ctx.report(point);
   };
+  const int64_t tokens_per_sample =
+      spec.task() == "language_model" && !data.info.input_shape.empty()
+          ? data.info.input_shape.back()
+          : 0;
   report("plan", 0, 0,
-         {{"total_steps", static_cast<double>(total_steps)},
-          {"steps_per_epoch", static_cast<double>(steps_per_epoch)},
-          {"train_samples", static_cast<double>(train.size())},
-          {"eval_samples", static_cast<double>(has_eval ? eval.size() : 0)}});
+         {{"total_steps", double(total_steps)},
+          {"steps_per_epoch", double(steps_per_epoch)},
+          {"train_samples", double(data.train->size())},
+          {"eval_samples", double(data.eval ? data.eval->size() : 0)},
+          {"parameters", [&] {
+             double n = 0;
+             for (const auto& p : params) n += p.numel();
+             return n;
+           }()}});
 
   TrainResult result;
-  const int64_t log_every = spec.training().log_every_steps();
-  auto window_start = std::chrono::steady_clock::now();
-  int64_t window_steps = 0;
-  int64_t step = 0;
-  for (int epoch = 0; epoch < spec.training().epochs() && step < total_steps;
-       ++epoch) {
-    const std::vector<int64_t> perm =
-        EpochPermutation(spec.seed(), epoch, train.size());
-    for (int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
-      std::vector<int64_t> indices = RankBatchIndices(
-          perm, s, global_batch, ctx.rank, ctx.world_size);
-      torch::Tensor index = torch::tensor(indices, torch::kInt64);
-      torch::Tensor x = train.inputs.index_select(0, index).to(ctx.device);
-      torch::Tensor y = train.labels.index_select(0, index).to(ctx.device);
+  auto evaluate = [&](int64_t step, int epoch) {
+    if (!data.eval) return;
+    AutocastScope autocast(t.precision(), ctx.device);
+    result.eval = Evaluate(*model, *data.eval, spec.task(), ctx.rank,
+                           ctx.world_size, t.eval_batch_size(), ctx.device, sync);
+    report("eval", step, epoch, result.eval);
+  };
 
-      const double lr = ScheduledLr(spec.scheduler(), spec.optimizer().lr(),
-                                    step, total_steps);
+  const bool local_sgd = t.local_sgd_steps() > 0;
+  StepTimes window;
+  int64_t step = 0;
+  int epoch = 0;
+  for (; epoch < t.epochs() && step < total_steps; ++epoch) {
+    const std::vector<int64_t> perm =
+        EpochPermutation(spec.seed(), epoch, data.train->size());
+    for (int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+      const double lr =
+          ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
       SetLr(*optimizer, lr);
       optimizer->zero_grad();
-      torch::Tensor loss =
-          torch::nn::functional::cross_entropy(model->forward(x), y);
-      loss.backward();
-      const double global_loss = sync.Reduce(ctx, loss);
-      optimizer->step();
+      double local_loss = 0;
+      for (int64_t m = 0; m < accum; ++m) {
+        auto mark = Clock::now();
+        Batch batch = data.train->Gather(RankBatchIndices(
+            perm, s * accum + m, micro_batch, ctx.rank, ctx.world_size));
+        torch::Tensor x = batch.inputs.to(ctx.device);
+        torch::Tensor y = batch.targets.to(ctx.device);
+        window.data += Seconds(mark);
+        mark = Clock::now();
+        {
+          AutocastScope autocast(t.precision(), ctx.device);
+          torch::Tensor loss = TaskLoss(spec.task(), model->Forward(x), y) / accum;
+          (scaler ? loss * scaler->scale() : loss).backward();
+          local_loss += loss.item<double>();
+        }
+        window.compute += Seconds(mark);
+      }
+      auto mark = Clock::now();
+      std::vector<double> loss{local_loss};
+      if (!local_sgd) sync.AverageGradients(&loss);
+      window.comm += Seconds(mark);
+      mark = Clock::now();
+      bool finite = true;
+      if (scaler) {
+        finite = scaler->Unscale(params);
+        scaler->Update(finite);
+      }
+      const bool log_now = (step + 1) % t.log_every_steps() == 0 ||
+                           step + 1 == total_steps;
+      double grad_norm = -1;
+      if (t.max_grad_norm() > 0 || log_now) grad_norm = sync.GradientNorm();
+      if (t.max_grad_norm() > 0 && std::isfinite(grad_norm) &&
+          grad_norm > t.max_grad_norm()) {
+        torch::NoGradGuard no_grad;
+        for (auto& p : params) {
+          if (p.grad().defined()) p.grad().mul_(t.max_grad_norm() / grad_norm);
+        }
+      }
+      if (finite) optimizer->step();
+      window.optimizer += Seconds(mark);
+      if (local_sgd && (step + 1) % t.local_sgd_steps() == 0) {
+        mark = Clock::now();
+        sync.AverageParameters();
+        window.comm += Seconds(mark);
+      }
       ++step;
-      ++window_steps;
-      result.final_train_loss = global_loss;
-      if (step % log_every == 0 || step == total_steps) {
-        const double seconds = std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() -
-                                   window_start)
-                                   .count();
-        report("train", step, epoch,
-               {{"loss", global_loss},
-                {"lr", lr},
-                {"samples_per_sec",
-                 seconds > 0 ? window_steps * global_batch / seconds : 0}});
-        window_start = std::chrono::steady_clock::now();
-        window_steps = 0;
+      ++window.steps;
+      // With local SGD the loss is per rank; average it when it is reported.
+      if (local_sgd && log_now) loss = sync.AverageScalars(loss);
+      result.final_train_loss = loss[0];
+      if (log_now) {
+        const double elapsed = Seconds(window.start);
+        const double per_step = 1000.0 / window.steps;
+        const double samples_per_sec =
+            elapsed > 0 ? window.steps * samples_per_step / elapsed : 0;
+        std::map<std::string, double> values = {
+            {"loss", loss[0]},
+            {"lr", lr},
+            {"grad_norm", grad_norm},
+            {"samples_per_sec", samples_per_sec},
+            {"data_ms", window.data * per_step},
+            {"compute_ms", window.compute * per_step},
+            {"comm_ms", window.comm * per_step},
+            {"optimizer_ms", window.optimizer * per_step}};
+        if (tokens_per_sample > 0) {
+          values["tokens_per_sec"] = samples_per_sec * tokens_per_sample;
+        }
+        if (scaler) values["loss_scale"] = scaler->scale();
+        report("train", step, epoch, values);
+        window = StepTimes();
+      }
+      if (t.eval_every_steps() > 0 && step % t.eval_every_steps() == 0 &&
+          s + 1 < steps_per_epoch) {
+        evaluate(step, epoch);
       }
     }
-    if (has_eval) {
-      EvalResult e = Evaluate(model, eval, ctx, 1024);
-      result.eval_accuracy = e.accuracy;
-      result.eval_loss = e.loss;
-      report("eval", step, epoch,
-             {{"eval_loss", e.loss}, {"eval_accuracy", e.accuracy}});
-    }
+    evaluate(step, epoch);
   }
   result.steps = step;
+  if (scaler) result.skipped_steps = scaler->skipped_steps();
   for (const auto& p : params) result.parameters.push_back(p.detach().cpu());
   return result;
 }

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,21 +28,27 @@ struct RankContext {
 struct TrainResult {
   int64_t steps = 0;
   double final_train_loss = 0;   // global mean loss of the last step
-  double eval_accuracy = -1;     // last evaluation; -1 when there is none
-  double eval_loss = -1;
+  std::map<std::string, double> eval;     // last evaluation; empty if none
   std::vector<torch::Tensor> parameters;  // final, on the CPU
+  int64_t skipped_steps = 0;     // fp16 steps skipped for inf/nan gradients
 };
 
 // Runs the data-parallel training loop of `spec` as one rank:
 //   * every rank seeds torch with spec.seed and rank 0 broadcasts its initial
 //     parameters, so all replicas start identical;
-//   * step s of epoch e trains on this rank's slice of the (seed, e)
+//   * an optimizer step is grad_accum_steps micro-batches; micro-batch m of
+//     step s in epoch e is this rank's slice of window s*A+m of the (seed, e)
 //     permutation (common/shard_plan.h);
-//   * gradients are summed over ranks in one flat buffer (the step's loss
-//     rides in its last element) and divided by the world size, so the update
-//     equals one rank training on the whole global batch;
-//   * evaluation at each epoch end is sharded without padding and reduced
-//     exactly (sums of loss and correct predictions, and the count).
+//   * gradients are averaged over ranks once per optimizer step, after the
+//     last micro-batch (the loss rides in the same collective), so the update
+//     equals one rank training on the whole global batch; with
+//     local_sgd_steps K, ranks step on local gradients and average their
+//     parameters every K steps instead;
+//   * clipping uses the global norm after the averaging; bf16 runs forward
+//     and backward under autocast with fp32 master weights; fp16 (CUDA) adds
+//     a dynamic loss scaler that skips steps with inf/nan gradients;
+//   * evaluation every eval_every_steps and at each epoch end is sharded
+//     without padding and reduced exactly.
 // LibTorch and c10d exceptions are caught and returned as a Status.
 absl::StatusOr<TrainResult> Train(const v1::JobSpec& spec,
                                   const RankContext& ctx);

@@ -1,4 +1,4 @@
-#include "worker/train/idx_dataset.h"
+#include "worker/train/data/idx.h"
 
 #include <zlib.h>
 
@@ -47,7 +47,8 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
   uint32_t got_magic = 0;
   if (!read_u32(&got_magic)) return fail("too short for an IDX header");
   if (got_magic != magic) {
-    return fail(absl::StrCat("not an IDX ", magic == kUbyteImages ? "image" : "label",
+    return fail(absl::StrCat("not an IDX ",
+                             magic == kUbyteImages ? "image" : "label",
                              " file (magic 0x", absl::Hex(got_magic),
                              ", expected 0x", absl::Hex(magic), ")"));
   }
@@ -79,27 +80,25 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
 
 }  // namespace
 
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path, int64_t limit,
                                 const std::string& field) {
-  ASSIGN_OR_RETURN(IdxFile images,
-                   ReadIdx(images_path, kUbyteImages, limit,
-                           absl::StrCat(field, "_images")));
-  ASSIGN_OR_RETURN(IdxFile labels,
-                   ReadIdx(labels_path, kUbyteLabels, limit,
-                           absl::StrCat(field, "_labels")));
+  ASSIGN_OR_RETURN(IdxFile images, ReadIdx(images_path, kUbyteImages, limit,
+                                           absl::StrCat(field, "_images")));
+  ASSIGN_OR_RETURN(IdxFile labels, ReadIdx(labels_path, kUbyteLabels, limit,
+                                           absl::StrCat(field, "_labels")));
   if (images.dims[0] != labels.dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, "_labels: ", labels_path, " has ", labels.dims[0],
         " labels but ", images_path, " has ", images.dims[0], " images"));
   }
-  Dataset ds;
+  IdxData ds;
   ds.inputs = torch::from_blob(images.data.data(), images.dims, torch::kUInt8)
                   .to(torch::kFloat32)
                   .div_(255.0);
-  ds.labels = torch::from_blob(labels.data.data(), {labels.dims[0]},
-                               torch::kUInt8)
-                  .to(torch::kInt64);
+  ds.labels =
+      torch::from_blob(labels.data.data(), {labels.dims[0]}, torch::kUInt8)
+          .to(torch::kInt64);
   return ds;
 }
 

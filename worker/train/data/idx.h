@@ -8,8 +8,9 @@
 
 namespace trainctl::train {
 
-// An in-memory labelled dataset: inputs [N, ...] float, labels [N] int64.
-struct Dataset {
+// The contents of an IDX image/label file pair: inputs [N, H, W] float,
+// labels [N] int64. (Named apart from the Dataset interface of dataset.h.)
+struct IdxData {
   torch::Tensor inputs;
   torch::Tensor labels;
   int64_t size() const { return labels.size(0); }
@@ -19,7 +20,7 @@ struct Dataset {
 // gzip-compressed or raw. Pixels are scaled to [0, 1]. `limit` > 0 keeps
 // only the first `limit` samples. Errors name `field` (the spec field the
 // paths came from) and the file, and say what is wrong with it.
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path,
+absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path, int64_t limit,
                                 const std::string& field);
 

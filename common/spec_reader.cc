@@ -1,0 +1,151 @@
+#include "common/spec_reader.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trainctl {
+namespace {
+
+std::string Shown(const YAML::Node& n) {
+  if (!n.IsScalar()) return "<a list or mapping>";
+  std::string s = n.Scalar();
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
+}  // namespace
+
+SpecReader::SpecReader(const YAML::Node& node, std::string path,
+                       std::vector<std::string>* errors)
+    : node_(node), path_(std::move(path)), errors_(errors) {
+  if (node_ && !node_.IsNull() && !node_.IsMap()) {
+    Error(path_.empty() ? "spec" : path_, "must be a mapping");
+    valid_ = false;
+  }
+}
+
+std::string SpecReader::Path(const std::string& key) const {
+  return path_.empty() ? key : absl::StrCat(path_, ".", key);
+}
+
+YAML::Node SpecReader::Child(const std::string& key) {
+  used_.insert(key);
+  if (!valid_ || !node_ || node_.IsNull()) return YAML::Node();
+  return node_[key];
+}
+
+bool SpecReader::Has(const std::string& key) {
+  YAML::Node n = Child(key);
+  return n && !n.IsNull();
+}
+
+std::string SpecReader::String(const std::string& key,
+                               const std::string& fallback) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return fallback;
+  if (!n.IsScalar()) {
+    Error(Path(key), "must be a string");
+    return fallback;
+  }
+  return n.Scalar();
+}
+
+std::string SpecReader::Choice(const std::string& key,
+                               const std::string& fallback,
+                               const std::vector<std::string>& allowed,
+                               const std::string& noun) {
+  std::string value = String(key, fallback);
+  for (const auto& a : allowed) {
+    if (a == value) return value;
+  }
+  Error(Path(key), absl::StrCat("unknown ", noun, " '", value, "' (known: ",
+                                absl::StrJoin(allowed, ", "), ")"));
+  return fallback;
+}
+
+int64_t SpecReader::Int(const std::string& key, int64_t fallback, int64_t min,
+                        int64_t max) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return fallback;
+  int64_t value = 0;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, value)) {
+    Error(Path(key), absl::StrCat("must be an integer, got '", Shown(n), "'"));
+    return fallback;
+  }
+  if (value < min || value > max) {
+    Error(Path(key),
+          absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+    return fallback;
+  }
+  return value;
+}
+
+double SpecReader::Double(const std::string& key, double fallback, double min,
+                          double max) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return fallback;
+  double value = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, value) ||
+      !std::isfinite(value)) {
+    Error(Path(key),
+          absl::StrCat("must be a finite number, got '", Shown(n), "'"));
+    return fallback;
+  }
+  if (value < min || value > max) {
+    Error(Path(key),
+          absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+    return fallback;
+  }
+  return value;
+}
+
+bool SpecReader::Bool(const std::string& key, bool fallback) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return fallback;
+  bool value = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, value)) {
+    Error(Path(key), absl::StrCat("must be true or false, got '", Shown(n), "'"));
+    return fallback;
+  }
+  return value;
+}
+
+std::vector<int64_t> SpecReader::IntList(const std::string& key,
+                                         const std::vector<int64_t>& fallback,
+                                         size_t max_items, int64_t min,
+                                         int64_t max) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return fallback;
+  if (!n.IsSequence() || n.size() == 0 || n.size() > max_items) {
+    Error(Path(key), absl::StrCat("must be a list of 1 to ", max_items,
+                                  " integers"));
+    return fallback;
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    int64_t v = 0;
+    if (!n[i].IsScalar() || !YAML::convert<int64_t>::decode(n[i], v) ||
+        v < min || v > max) {
+      Error(absl::StrCat(Path(key), "[", i, "]"),
+            absl::StrCat("must be an integer in [", min, ", ", max, "]"));
+      return fallback;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+void SpecReader::RejectUnknown() {
+  if (!valid_ || !node_ || !node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex key>";
+    if (!used_.count(key)) Error(Path(key), "unknown field");
+  }
+}
+
+void SpecReader::Error(const std::string& field, const std::string& what) {
+  errors_->push_back(absl::StrCat(field, ": ", what));
+}
+
+}  // namespace trainctl

@@ -1,0 +1,196 @@
+// LoadDatasets: picks the reader for data.format, merges what the train and
+// eval sets say about the data, and applies the eval_fraction split.
+
+#include "worker/train/data/dataset.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/shard_plan.h"
+#include "common/status_macros.h"
+#include "worker/train/data/idx.h"
+#include "worker/train/data/in_memory.h"
+#include "worker/train/data/readers.h"
+
+namespace trainctl::train {
+namespace {
+
+// The "epoch" of the eval_fraction permutation: training epochs count from
+// 0, so the split never coincides with an epoch's visiting order.
+constexpr int64_t kSplitEpoch = -1;
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
+                                     const std::string& labels, int64_t limit,
+                                     const std::string& field,
+                                     const std::string& task) {
+  if (task == "language_model") {
+    return absl::InvalidArgumentError(
+        "data.format: idx holds labelled images; task language_model needs "
+        "tokens, text or tensors");
+  }
+  ASSIGN_OR_RETURN(IdxData idx, LoadIdx(images, labels, limit, field));
+  LoadedSet out;
+  torch::Tensor inputs = idx.inputs.unsqueeze(1);  // [N, 1, H, W] for CNNs
+  out.info.input_shape.assign(inputs.sizes().begin() + 1, inputs.sizes().end());
+  torch::Tensor targets = idx.labels;
+  if (task == "regression") {
+    targets = targets.to(torch::kFloat32);
+  } else {
+    out.info.num_classes = targets.max().item<int64_t>() + 1;
+  }
+  out.data =
+      std::make_shared<TensorDataset>(std::move(inputs), std::move(targets));
+  return out;
+}
+
+absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval) {
+  const v1::DataSpec& d = spec.data();
+  const std::string task = spec.task().empty() ? "classification" : spec.task();
+  if (d.format() == "idx") {
+    return eval ? ReadIdxSet(d.eval_images(), d.eval_labels(), d.eval_limit(),
+                             "data.eval", task)
+                : ReadIdxSet(d.train_images(), d.train_labels(),
+                             d.train_limit(), "data.train", task);
+  }
+  ReadRequest req;
+  req.path = eval ? d.eval_path() : d.train_path();
+  req.field = eval ? "data.eval_path" : "data.train_path";
+  req.limit = eval ? d.eval_limit() : d.train_limit();
+  req.task = task;
+  if (d.format() == "csv") return ReadCsv(req, d);
+  if (d.format() == "tokens") return ReadTokens(req, d);
+  if (d.format() == "text") return ReadText(req, d);
+  if (d.format() == "tensors") return ReadTensors(req);
+  return absl::InvalidArgumentError(
+      absl::StrCat("data.format: unknown format '", d.format(),
+                   "' (expected idx, csv, tokens, text or tensors)"));
+}
+
+// Folds the eval set's facts into the train set's; the model is built once,
+// so both sets must agree on sample shape and kind.
+absl::Status MergeInfo(const DataInfo& eval, const std::string& eval_field,
+                       DataInfo* info) {
+  if (eval.input_shape != info->input_shape ||
+      eval.integer_inputs != info->integer_inputs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        eval_field, ": eval samples are ",
+        eval.integer_inputs ? "token ids " : "features ",
+        ShapeString(eval.input_shape), " but training samples are ",
+        info->integer_inputs ? "token ids " : "features ",
+        ShapeString(info->input_shape)));
+  }
+  if (eval.target_width != info->target_width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        eval_field, ": eval targets have width ", eval.target_width,
+        " but training targets ", info->target_width));
+  }
+  info->num_classes = std::max(info->num_classes, eval.num_classes);
+  info->vocab_size = std::max(info->vocab_size, eval.vocab_size);
+  return absl::OkStatus();
+}
+
+absl::Status SplitOffEval(const v1::JobSpec& spec, Datasets* out) {
+  const v1::DataSpec& d = spec.data();
+  const int64_t n = out->train->size();
+  const int64_t n_eval =
+      std::llround(static_cast<double>(n) * d.eval_fraction());
+  if (n_eval < 1 || n_eval >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.eval_fraction: ", d.eval_fraction(), " of ", n,
+                     " training samples leaves ", n_eval, " for eval and ",
+                     n - n_eval, " for training; both need at least one"));
+  }
+  const std::vector<int64_t> perm =
+      EpochPermutation(spec.seed(), kSplitEpoch, n);
+  // eval_limit takes the first of the permuted eval indices, so a limited
+  // eval set is still a random sample rather than the head of the file.
+  const int64_t keep_eval =
+      d.eval_limit() > 0 ? std::min(d.eval_limit(), n_eval) : n_eval;
+  std::vector<int64_t> eval(perm.begin(), perm.begin() + keep_eval);
+  std::vector<int64_t> train(perm.begin() + n_eval, perm.end());
+  // Ascending order reads memory sequentially; epochs permute anyway.
+  std::sort(eval.begin(), eval.end());
+  std::sort(train.begin(), train.end());
+  out->eval = std::make_shared<SubsetDataset>(out->train, std::move(eval));
+  out->train = std::make_shared<SubsetDataset>(out->train, std::move(train));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec) {
+  const v1::DataSpec& d = spec.data();
+  Datasets out;
+  ASSIGN_OR_RETURN(LoadedSet train, ReadSet(spec, /*eval=*/false));
+  out.train = std::move(train.data);
+  out.info = train.info;
+  const bool has_eval_set =
+      d.format() == "idx" ? !d.eval_images().empty() : !d.eval_path().empty();
+  if (has_eval_set) {
+    ASSIGN_OR_RETURN(LoadedSet eval, ReadSet(spec, /*eval=*/true));
+    RETURN_IF_ERROR(MergeInfo(
+        eval.info, d.format() == "idx" ? "data.eval_images" : "data.eval_path",
+        &out.info));
+    out.eval = std::move(eval.data);
+  } else if (d.eval_fraction() > 0) {
+    RETURN_IF_ERROR(SplitOffEval(spec, &out));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                          const std::string& field) {
+  auto fail = [&](const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", path, ": ", what, ": ", std::strerror(errno)));
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
+      std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return fail("cannot open");
+  std::string bytes;
+  struct stat st;
+  if (::fstat(fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode)) {
+    bytes.reserve(static_cast<size_t>(st.st_size));
+  }
+  char chunk[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0) {
+    bytes.append(chunk, n);
+  }
+  if (std::ferror(file.get())) return fail("cannot read");
+  return bytes;
+}
+
+absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec) {
+  // Torch reports failures (allocation, conversions) by exception; none may
+  // escape to the trainer.
+  try {
+    return LoadOrThrow(spec);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("data: loading failed: ", e.what_without_backtrace()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "data: out of memory while loading the data set");
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("data: loading failed: ", e.what()));
+  }
+}
+
+}  // namespace trainctl::train

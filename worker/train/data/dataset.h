@@ -1,0 +1,61 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "trainctl/v1/spec.pb.h"
+
+namespace trainctl::train {
+
+// One batch: inputs [n, ...] and targets. Targets are class ids (int64 [n])
+// for classification, next-token ids (int64 [n, seq_len]) for language
+// models, and float values ([n] or [n, k]) for regression.
+struct Batch {
+  torch::Tensor inputs;
+  torch::Tensor targets;
+};
+
+// A random-access dataset held in memory. Thread-safe for concurrent Gather.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // The rows at `indices` (each in [0, size())), stacked in that order.
+  virtual Batch Gather(const std::vector<int64_t>& indices) const = 0;
+};
+
+// What the model builder needs to know about the data.
+struct DataInfo {
+  std::vector<int64_t> input_shape;  // one sample's input shape
+  bool integer_inputs = false;       // token ids rather than features
+  int64_t num_classes = 0;           // classification: max label + 1
+  int64_t vocab_size = 0;            // token data: max token id + 1
+  int64_t target_width = 1;          // regression: values per sample
+};
+
+struct Datasets {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> eval;  // null when the spec has no eval set
+  DataInfo info;
+};
+
+// Loads the train and eval sets a spec describes (data.format, paths,
+// limits, eval_fraction split by spec.seed). Errors are INVALID_ARGUMENT
+// naming the spec field and the file at fault.
+//
+// Per format, one sample is:
+//   idx      inputs float [1, H, W] in [0, 1]; targets int64 class id.
+//   csv      inputs float [num_features]; targets int64 class id, or float
+//            (task regression).
+//   tokens,  inputs and targets int64 [seq_len], targets shifted by one
+//   text     token; text is byte-level (vocab_size 256).
+//   tensors  row i of torch.save({"x": X, "y": Y}); integer X = token ids.
+// With eval_fraction > 0 and no eval set, a seeded permutation (identical
+// on every rank) moves round(n * eval_fraction) training samples to eval.
+absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec);
+
+}  // namespace trainctl::train

@@ -1,0 +1,47 @@
+#pragma once
+
+// Per-format readers behind LoadDatasets (internal to trainctl_data).
+// Each reads one set (train or eval) and reports what it learned about the
+// data; LoadDatasets merges the two and applies eval_fraction.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainctl/v1/spec.pb.h"
+#include "worker/train/data/dataset.h"
+
+namespace trainctl::train {
+
+// One loaded set and the DataInfo facts taken from this set alone.
+struct LoadedSet {
+  std::shared_ptr<const Dataset> data;
+  DataInfo info;
+};
+
+// What a reader needs besides the file: which spec field named it (for
+// errors), the row limit (0 = all) and the task.
+struct ReadRequest {
+  std::string path;
+  std::string field;  // e.g. "data.train_path"
+  int64_t limit = 0;
+  std::string task;  // classification | language_model | regression
+};
+
+// The whole file's bytes, or INVALID_ARGUMENT "FIELD: PATH: cannot open: ..".
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                          const std::string& field);
+
+absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
+                                  const v1::DataSpec& data);
+// format tokens: flat little-endian ids of data.token_dtype.
+absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
+                                     const v1::DataSpec& data);
+// format text: the file's bytes are the tokens (vocab 256).
+absl::StatusOr<LoadedSet> ReadText(const ReadRequest& req,
+                                   const v1::DataSpec& data);
+// format tensors: torch.save({"x": X, "y": Y}) from Python.
+absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
+
+}  // namespace trainctl::train

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "worker/train/data/dataset.h"
+#include "worker/train/grad_sync.h"
+#include "worker/train/models/model.h"
+
+namespace trainctl::train {
+
+// The training loss of `task` (classification, language_model, regression),
+// averaged over the batch (and over tokens for language models).
+torch::Tensor TaskLoss(const std::string& task, const torch::Tensor& outputs,
+                       const torch::Tensor& targets);
+
+// Evaluates `model` on this rank's contiguous, non-overlapping slice of
+// `data` and combines the slices exactly across ranks (sums and counts are
+// reduced, never means of means, and no sample is padded or repeated).
+// Returns eval_loss plus eval_accuracy (classification) or eval_perplexity
+// (language_model). Every rank must call it at the same point.
+std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
+                                       const std::string& task, int rank,
+                                       int world_size, int64_t batch_size,
+                                       const torch::Device& device,
+                                       GradientSync& sync);
+
+}  // namespace trainctl::train

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+
+namespace trainctl::train {
+
+using BlockFn = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// Gradient (activation) checkpointing for one block: runs `block` without
+// keeping its activations, and in backward runs it again, with the same CPU
+// random state, to rebuild them. Parameter gradients are accumulated into
+// .grad by that inner backward; the input gradient flows on. `block` must
+// outlive the backward pass (keep it as a member of the module).
+torch::Tensor CheckpointBlock(const BlockFn& block, const torch::Tensor& input);
+
+}  // namespace trainctl::train
