@@ -9,7 +9,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all deps configure build test test-all test-unit test-integration demo format clean
+.PHONY: all deps configure build test test-all test-unit test-integration bench demo format clean
 
 all: build
 
@@ -35,6 +35,14 @@ test-unit: build
 
 test-integration: build
 	cd $(BUILD) && ctest --output-on-failure -L integration
+
+# Benchmarks against peers measured in the same run (minutes; noisy on a
+# shared machine: compare the printed ratios, not absolute numbers).
+bench: build
+	$(BUILD)/bin/bench_allreduce
+	$(BUILD)/bin/bench_step_breakdown
+	$(BUILD)/bin/bench_checkpoint_memory
+	/usr/bin/python3 bench/ddp_compare.py --bin $(BUILD)/bin
 
 demo: build
 	bash deploy/local-cluster.sh --bin $(BUILD)/bin examples/fashion-mnist-mlp.yaml

@@ -179,6 +179,8 @@ void ReadTraining(SpecReader& top, v1::TrainingSpec* t, Errors* errors) {
   t->set_local_sgd_steps(s.Int("local_sgd_steps", 0, 0, 1 << 20));
   t->set_eval_every_steps(s.Int("eval_every_steps", 0, 0, 1'000'000'000));
   t->set_eval_batch_size(s.Int("eval_batch_size", 512, 1, 1 << 20));
+  t->set_bucket_mb(s.Int("bucket_mb", 25, 1, 4096));
+  t->set_prefetch_batches(s.Int("prefetch_batches", 2, 1, 64));
   s.RejectUnknown();
 }
 

@@ -1,12 +1,16 @@
 #include "coordinator/coordinator_server.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/sqlite_job_store.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -17,11 +21,54 @@ constexpr int kMaxMessageBytes = 16 << 20;
 
 }  // namespace
 
+std::string DefaultStateDir() {
+  const char* xdg = getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/trainctl");
+  const char* home = getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : ".", "/.local/state/trainctl");
+}
+
+std::string StateDatabasePath(const std::string& state_dir) {
+  return absl::StrCat(state_dir, "/coordinator.db");
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
+    CoordinatorOptions options, const Clock& clock) {
+  std::unique_ptr<JobStore> store;
+  if (options.state_dir.empty()) {
+    store = std::make_unique<InMemoryJobStore>();
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(options.state_dir, ec)) {
+      std::filesystem::create_directories(options.state_dir, ec);
+      if (!ec) {
+        // Job specs and logs may be private: owner only.
+        std::filesystem::permissions(options.state_dir,
+                                     std::filesystem::perms::owner_all,
+                                     std::filesystem::perm_options::replace,
+                                     ec);
+      }
+      if (ec) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot create the state directory ", options.state_dir, ": ",
+            ec.message(), "; pass a writable --state-dir"));
+      }
+    }
+    ASSIGN_OR_RETURN(store,
+                     SqliteJobStore::Open(StateDatabasePath(options.state_dir)));
+  }
+  return std::make_unique<CoordinatorServer>(std::move(options), clock,
+                                             std::move(store));
+}
+
 CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
-                                     const Clock& clock)
+                                     const Clock& clock,
+                                     std::unique_ptr<JobStore> store)
     : options_(std::move(options)),
       clock_(clock),
-      jobs_(clock_, events_, rendezvous_, options_.lease_ms,
+      store_(store != nullptr ? std::move(store)
+                              : std::make_unique<InMemoryJobStore>()),
+      jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
       jobs_service_(jobs_, events_, stopping_),
       workers_service_(jobs_),
@@ -30,6 +77,7 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 absl::StatusOr<int> CoordinatorServer::Start() {
+  RETURN_IF_ERROR(jobs_.Recover());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -58,12 +106,16 @@ void CoordinatorServer::Shutdown() {
   }
   lease_cv_.notify_all();
   if (lease_thread_.joinable()) lease_thread_.join();
+  jobs_.PrepareForShutdown();
   rendezvous_.Shutdown();
   events_.WakeAll();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(2));
     server_->Wait();
+  }
+  if (absl::Status s = jobs_.Flush(); !s.ok()) {
+    TLOG_ERROR << "could not record the last job changes: " << s.message();
   }
 }
 

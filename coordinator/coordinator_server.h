@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/services.h"
 
@@ -23,19 +24,37 @@ struct CoordinatorOptions {
   std::string listen = "127.0.0.1:7070";  // port 0 picks a free port
   int64_t lease_ms = 10'000;              // a worker silent this long is lost
   int64_t heartbeat_interval_ms = 1'000;  // asked of every agent
+  // Directory of the durable state (Create opens StateDatabasePath in it,
+  // creating it 0700 if missing); empty keeps state in memory only.
+  std::string state_dir;
 };
 
+// $XDG_STATE_HOME/trainctl, else $HOME/.local/state/trainctl.
+std::string DefaultStateDir();
+// The SQLite file a coordinator uses under `state_dir`.
+std::string StateDatabasePath(const std::string& state_dir);
+
 // Composition root: owns every subsystem (members in dependency order) and
-// the gRPC server. Start once, then Shutdown once (the destructor does it
-// if needed). Not copyable.
+// the gRPC server. Start once (it recovers the stored jobs first), then
+// Shutdown once (the destructor does it if needed). Not copyable.
 class CoordinatorServer {
  public:
-  CoordinatorServer(CoordinatorOptions options, const Clock& clock);
+  // Opens the store of options.state_dir (SqliteJobStore; in memory when
+  // empty) and builds the server on it. The store's errors name the file and
+  // what to do (DATA_LOSS, FAILED_PRECONDITION, UNAVAILABLE); the caller
+  // should not start without it.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Create(
+      CoordinatorOptions options, const Clock& clock);
+  // On `store`, or an InMemoryJobStore when null (options.state_dir is not
+  // looked at).
+  CoordinatorServer(CoordinatorOptions options, const Clock& clock,
+                    std::unique_ptr<JobStore> store = nullptr);
   ~CoordinatorServer();
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
-  // Binds and starts serving; returns the bound port.
+  // Recovers the stored jobs, binds and starts serving; returns the bound
+  // port. Recovery errors come back as they are: do not serve then.
   absl::StatusOr<int> Start();
   // Stops accepting calls, ends every stream and wait, and joins threads.
   void Shutdown();
@@ -48,6 +67,7 @@ class CoordinatorServer {
   const CoordinatorOptions options_;
   const Clock& clock_;
   std::atomic<bool> stopping_{false};
+  std::unique_ptr<JobStore> store_;
   EventHub events_;
   Rendezvous rendezvous_;
   JobManager jobs_;

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
+
 namespace trainctl::coordinator {
 
 int64_t EventHub::Append(const std::string& job_id, v1::JobEvent event) {
@@ -37,6 +39,25 @@ std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
   }
   *closed = log.closed;
   return out;
+}
+
+absl::Status EventHub::Restore(const std::string& job_id,
+                              std::vector<v1::JobEvent> events, bool closed) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].seq() != static_cast<int64_t>(i) + 1) {
+      return absl::DataLossError(absl::StrCat(
+          "job ", job_id, ": stored event #", i + 1, " has seq ",
+          events[i].seq(), "; the event history has a gap"));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JobLog& log = logs_[job_id];
+    log.events = std::move(events);
+    log.closed = closed;
+  }
+  appended_.notify_all();
+  return absl::OkStatus();
 }
 
 void EventHub::Close(const std::string& job_id) {

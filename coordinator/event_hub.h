@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "trainctl/v1/jobs.pb.h"
 
 namespace trainctl::coordinator {
@@ -27,6 +28,12 @@ class EventHub {
   std::vector<v1::JobEvent> WaitForEvents(const std::string& job_id,
                                           int64_t from_seq, int64_t timeout_ms,
                                           bool* closed);
+
+  // Seeds the job's history from the durable store at startup, keeping the
+  // stored seq numbers; `events` must be seq 1..N in order (DATA_LOSS
+  // otherwise). Replaces whatever the hub held for the job.
+  absl::Status Restore(const std::string& job_id,
+                       std::vector<v1::JobEvent> events, bool closed);
 
   // Marks the job's history complete: watchers finish after its last event.
   void Close(const std::string& job_id);

@@ -31,11 +31,12 @@ std::string DescribePlacement(const std::vector<std::string>& workers) {
 }  // namespace
 
 JobManager::JobManager(const Clock& clock, EventHub& events,
-                       Rendezvous& rendezvous, int64_t lease_ms,
-                       int64_t heartbeat_interval_ms)
+                       Rendezvous& rendezvous, JobStore& store,
+                       int64_t lease_ms, int64_t heartbeat_interval_ms)
     : clock_(clock),
       events_(events),
       rendezvous_(rendezvous),
+      store_(store),
       heartbeat_interval_ms_(heartbeat_interval_ms),
       registry_(clock, lease_ms) {}
 
@@ -60,22 +61,39 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
   v1::Job snapshot;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job.set_id(absl::StrCat("job-", next_job_number_++));
+    const int64_t number = next_job_number_;
+    job.set_id(absl::StrCat("job-", number));
     job.set_state(v1::JOB_STATE_QUEUED);
     job.set_created_unix_ms(clock_.NowUnixMs());
+    v1::JobEvent event;
+    event.set_seq(1);  // a new job's first event
+    event.set_job_id(job.id());
+    event.set_time_unix_ms(job.created_unix_ms());
+    auto* t = event.mutable_transition();
+    t->set_to(v1::JOB_STATE_QUEUED);
+    t->set_time_unix_ms(job.created_unix_ms());
+    t->set_reason("submitted");
+    *job.add_transitions() = *t;
+    // Durable before the id is handed out: a restart never forgets (or
+    // reuses) an id a client was given.
+    JobWrite write;
+    write.jobs.push_back(job);
+    write.events.push_back(event);
+    write.next_job_number = number + 1;
+    if (absl::Status saved = store_.Write(write, Durability::kImmediate);
+        !saved.ok()) {
+      TLOG_ERROR << "cannot record a submitted job: " << saved.message();
+      return absl::UnavailableError(absl::StrCat(
+          "the coordinator cannot record the job: ", saved.message()));
+    }
+    next_job_number_ = number + 1;
     auto [it, inserted] = jobs_.emplace(job.id(), std::move(job));
     v1::Job& stored = it->second;
     order_.push_back(stored.id());
     queue_.push_back(stored.id());
-    v1::JobEvent event;
-    event.set_time_unix_ms(stored.created_unix_ms());
-    auto* t = event.mutable_transition();
-    t->set_to(v1::JOB_STATE_QUEUED);
-    t->set_time_unix_ms(stored.created_unix_ms());
-    t->set_reason("submitted");
-    *stored.add_transitions() = *t;
     events_.Append(stored.id(), std::move(event));
     ScheduleLocked(&outbox);
+    SaveLocked().IgnoreError();  // logged; retried with the next change
     snapshot = stored;
   }
   TLOG_INFO << "job " << snapshot.id() << " (" << snapshot.spec().name()
@@ -123,6 +141,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
     }
     EndJobLocked(*job, v1::JOB_STATE_CANCELLED,
                  reason.empty() ? "cancelled by user" : reason, &outbox);
+    SaveLocked().IgnoreError();
     snapshot = *job;
   }
   Deliver(outbox);
@@ -147,6 +166,7 @@ absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
         heartbeat_interval_ms_);
     outbox.push_back({link, std::move(hello)});
     ScheduleLocked(&outbox);
+    SaveLocked().IgnoreError();
   }
   TLOG_INFO << "worker " << info.name() << " registered: " << info.slots()
             << " slots at " << info.collective_host();
@@ -159,7 +179,9 @@ void JobManager::WorkerDisconnected(const std::string& worker,
   Outbox outbox;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) return;  // the streams close because we stop
     LoseWorkerLocked(worker, link, "its stream closed", &outbox);
+    SaveLocked().IgnoreError();
   }
   Deliver(outbox);
 }
@@ -179,6 +201,7 @@ void JobManager::CheckLeases() {
       LoseWorkerLocked(name, nullptr, "its lease expired (no heartbeat)",
                        &outbox);
     }
+    SaveLocked().IgnoreError();
   }
   for (auto& link : expired_links) link->Disconnect();
   Deliver(outbox);
@@ -198,7 +221,11 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
                          job.state() == v1::JOB_STATE_RUNNING;
     v1::RankInfo* rank = job.mutable_ranks(status.rank());
     if (status.running()) {
-      if (current) rank->set_state(v1::RANK_STATE_RUNNING);
+      if (current && rank->state() != v1::RANK_STATE_RUNNING) {
+        rank->set_state(v1::RANK_STATE_RUNNING);
+        MarkDirtyLocked(job.id());
+        SaveLocked().IgnoreError();
+      }
       return absl::OkStatus();
     }
     registry_.Release(worker, {status.job_id(), status.generation(),
@@ -207,6 +234,7 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
       rank->set_state(v1::RANK_STATE_EXITED);
       rank->set_exit_code(status.exit_code());
       rank->set_message(status.message());
+      MarkDirtyLocked(job.id());
       if (status.exit_code() != 0) {
         std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
                                        worker, " exited with code ",
@@ -226,6 +254,7 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
       }
     }
     ScheduleLocked(&outbox);  // a slot came free
+    SaveLocked().IgnoreError();
   }
   Deliver(outbox);
   return absl::OkStatus();
@@ -247,13 +276,15 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
     }
   } else if (point.kind() == "eval") {
     *job.mutable_latest_eval() = point;
-  } else {
+  } else if (point.kind() == "train") {
     *job.mutable_latest_train() = point;
   }
+  MarkDirtyLocked(job.id());
   v1::JobEvent event;
   event.set_time_unix_ms(point.time_unix_ms());
   *event.mutable_metric() = point;
-  events_.Append(job.id(), std::move(event));
+  RecordEventLocked(job.id(), std::move(event));
+  SaveLocked().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -268,7 +299,8 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
   *event.mutable_log() = log.line();
-  events_.Append(job.id(), std::move(event));
+  RecordEventLocked(job.id(), std::move(event));
+  SaveLocked().IgnoreError();
   return absl::OkStatus();
 }
 
@@ -300,10 +332,12 @@ void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
   }
   TLOG_INFO << "job " << job.id() << ": " << StateName(t.from()) << " -> "
             << StateName(to) << " (" << reason << ")";
+  MarkDirtyLocked(job.id());
+  save_now_ = true;
   v1::JobEvent event;
   event.set_time_unix_ms(now);
   *event.mutable_transition() = std::move(t);
-  events_.Append(job.id(), std::move(event));
+  RecordEventLocked(job.id(), std::move(event));
   if (IsFinal(to)) events_.Close(job.id());
 }
 
@@ -313,7 +347,11 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
   if (fifo.empty()) return;
   ScheduleResult result = Schedule(fifo, registry_.FreeSlots());
   for (const auto& [id, why] : result.waiting) {
-    jobs_.at(id).set_pending_reason(why);
+    v1::Job& job = jobs_.at(id);
+    if (job.pending_reason() != why) {
+      job.set_pending_reason(why);
+      MarkDirtyLocked(id);
+    }
   }
   for (const Placement& placement : result.placements) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));

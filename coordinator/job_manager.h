@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "coordinator/agent_link.h"
 #include "coordinator/event_hub.h"
+#include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/worker_registry.h"
 #include "trainctl/v1/jobs.pb.h"
@@ -23,16 +25,37 @@ namespace trainctl::coordinator {
 // Owns every job and drives it through its state machine: validates and
 // queues submissions, gang-assigns ranks to worker slots when enough are
 // free, turns rank exits and lost workers into final states, and records
-// every change as an event. Thread-safe: one mutex guards all job and
-// worker state; messages to agents are sent after the lock is released.
+// every change as an event. Every change is written through to the
+// JobStore in the order the EventHub sees it: submissions and transitions
+// durably before the call returns, rank states, metrics and logs grouped
+// (see the store). Lifecycle: construct, Recover() once before serving,
+// Flush() at shutdown. Thread-safe: one mutex guards all job and worker
+// state and the writes to the store; messages to agents are sent after the
+// lock is released.
 class JobManager {
  public:
   JobManager(const Clock& clock, EventHub& events, Rendezvous& rendezvous,
-             int64_t lease_ms, int64_t heartbeat_interval_ms);
+             JobStore& store, int64_t lease_ms, int64_t heartbeat_interval_ms);
+
+  // Loads every stored job and re-seeds the EventHub with its events (same
+  // seq numbers): QUEUED jobs rejoin the queue in their order, final jobs
+  // are history, RUNNING ones go through HandleJobRunningAtRestartLocked.
+  // Ids continue after the stored counter. Returns the store's error
+  // (DATA_LOSS, FAILED_PRECONDITION, UNAVAILABLE...): do not serve then.
+  // FAILED_PRECONDITION when jobs exist already.
+  absl::Status Recover();
+  // Makes every change so far durable (at shutdown).
+  absl::Status Flush();
+  // Called before the agent streams are torn down at shutdown: from now on a
+  // closing stream no longer fails its jobs, so a graceful stop leaves the
+  // same record as a kill -9 and recovery treats both alike.
+  void PrepareForShutdown();
 
   // --- client side ---
   // INVALID_ARGUMENT listing every problem in the spec. With dry_run the job
-  // is validated and returned (without an id) but not queued.
+  // is validated and returned (without an id) but not queued. UNAVAILABLE
+  // (or the store's code) when the job could not be recorded durably; nothing
+  // is queued then.
   absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run);
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
@@ -85,9 +108,22 @@ class JobManager {
                                     int rank) const;
   void Deliver(const Outbox& outbox);
 
+  // --- durable state (job_manager_store.cc) ---
+  // What happens to a job found RUNNING when the coordinator starts. Its
+  // ranks may still run, but agents cannot re-attach them yet, so it FAILS;
+  // the restart-from-checkpoint logic replaces this one function.
+  void HandleJobRunningAtRestartLocked(v1::Job& job, Outbox* outbox);
+  // Appends to the EventHub and queues the stamped event for the store.
+  void RecordEventLocked(const std::string& job_id, v1::JobEvent event);
+  void MarkDirtyLocked(const std::string& job_id) { dirty_.insert(job_id); }
+  // Writes the changed jobs and new events as one group; on failure keeps
+  // them to retry with the next save (writes are idempotent).
+  absl::Status SaveLocked();
+
   const Clock& clock_;
   EventHub& events_;
   Rendezvous& rendezvous_;
+  JobStore& store_;
   const int64_t heartbeat_interval_ms_;
 
   mutable std::mutex mu_;
@@ -96,6 +132,12 @@ class JobManager {
   std::vector<std::string> order_;       // submission order, GUARDED_BY(mu_)
   std::deque<std::string> queue_;        // QUEUED jobs, FIFO, GUARDED_BY(mu_)
   int64_t next_job_number_ = 1;          // GUARDED_BY(mu_)
+  // Changes not yet handed to the store, all GUARDED_BY(mu_).
+  std::set<std::string> dirty_;
+  std::vector<v1::JobEvent> unsaved_events_;
+  bool save_now_ = false;       // they include a transition: not grouped
+  bool store_failing_ = false;  // log a failing store once, not per event
+  bool shutting_down_ = false;
 };
 
 }  // namespace trainctl::coordinator

@@ -14,6 +14,7 @@
 
 int main(int argc, char** argv) {
   trainctl::coordinator::CoordinatorOptions options;
+  options.state_dir = trainctl::coordinator::DefaultStateDir();
   std::string port_file;
   CLI::App app{"trainctl-coordinator: queues training jobs, assigns ranks to "
                "workers, serves rendezvous and streams metrics."};
@@ -30,7 +31,15 @@ int main(int argc, char** argv) {
                  "heartbeat interval asked of every worker")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
+  app.add_option("--state-dir", options.state_dir,
+                 "directory of the job database (created 0700 if missing); "
+                 "jobs survive restarts through it")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (options.state_dir.empty()) {
+    fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
+    return 1;
+  }
 
   // Block the stop signals in every thread; the main thread waits for them.
   sigset_t stop_signals;
@@ -41,7 +50,16 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   trainctl::RealClock clock;
-  trainctl::coordinator::CoordinatorServer server(options, clock);
+  TLOG_INFO << "state database: "
+            << trainctl::coordinator::StateDatabasePath(options.state_dir);
+  absl::StatusOr<std::unique_ptr<trainctl::coordinator::CoordinatorServer>>
+      created = trainctl::coordinator::CoordinatorServer::Create(options, clock);
+  if (!created.ok()) {
+    fprintf(stderr, "trainctl-coordinator: %s\n",
+            std::string(created.status().message()).c_str());
+    return 1;
+  }
+  trainctl::coordinator::CoordinatorServer& server = **created;
   absl::StatusOr<int> port = server.Start();
   if (!port.ok()) {
     fprintf(stderr, "trainctl-coordinator: %s\n",

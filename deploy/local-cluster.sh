@@ -32,6 +32,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 "$bin/trainctl-coordinator" --listen 127.0.0.1:0 --port-file "$state/port" \
+  --state-dir "$state/state" \
   > "$state/coordinator.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do [ -s "$state/port" ] && break; sleep 0.1; done

@@ -78,30 +78,15 @@ int Process::Wait(std::chrono::milliseconds timeout) {
   return WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
 }
 
-LocalCluster::LocalCluster(int workers, int slots, int cpus) {
+LocalCluster::LocalCluster(int workers, int slots, int cpus,
+                           ClusterOptions options)
+    : options_(std::move(options)) {
   char tmpl[] = "/tmp/trainctl-test-XXXXXX";
   dir_ = mkdtemp(tmpl);
   const std::string bin = TRAINCTL_BIN_DIR;
-  const std::string port_file = dir_ + "/port";
-  coordinator_ = std::make_unique<Process>(
-      std::vector<std::string>{bin + "/trainctl-coordinator", "--listen",
-                               "127.0.0.1:0", "--port-file", port_file},
-      dir_ + "/coordinator.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  std::string port;
-  while (std::chrono::steady_clock::now() < deadline) {
-    port = ReadFile(port_file);
-    if (!port.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (port.empty()) {
-    ADD_FAILURE() << "coordinator did not write its port: "
-                  << ReadFile(dir_ + "/coordinator.log");
-    return;
-  }
-  address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
-  stub_ = v1::Jobs::NewStub(
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  // Never the user's default state dir: every cluster starts empty.
+  if (options_.state_dir.empty()) options_.state_dir = dir_ + "/state";
+  if (!StartCoordinator("127.0.0.1:0")) return;
   for (int i = 1; i <= workers; ++i) {
     const std::string name = "w" + std::to_string(i);
     workers_.push_back(std::make_unique<Process>(
@@ -117,6 +102,52 @@ LocalCluster::LocalCluster(int workers, int slots, int cpus) {
   }
 }
 
+bool LocalCluster::StartCoordinator(const std::string& listen) {
+  const std::string bin = TRAINCTL_BIN_DIR;
+  const std::string port_file = dir_ + "/port";
+  unlink(port_file.c_str());
+  ++coordinator_starts_;
+  const std::string log =
+      dir_ + (coordinator_starts_ == 1
+                  ? std::string("/coordinator.log")
+                  : "/coordinator-" + std::to_string(coordinator_starts_) +
+                        ".log");
+  std::vector<std::string> argv{bin + "/trainctl-coordinator", "--listen",
+                                listen, "--port-file", port_file,
+                                "--state-dir", options_.state_dir};
+  argv.insert(argv.end(), options_.coordinator_flags.begin(),
+              options_.coordinator_flags.end());
+  coordinator_ = std::make_unique<Process>(argv, log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string port;
+  while (std::chrono::steady_clock::now() < deadline) {
+    port = ReadFile(port_file);
+    if (!port.empty()) break;
+    if (!coordinator_->Running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (port.empty()) {
+    ADD_FAILURE() << "coordinator did not write its port: " << ReadFile(log);
+    return false;
+  }
+  address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  // A fresh channel: the old one may be in reconnect backoff.
+  stub_ = v1::Jobs::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  return true;
+}
+
+void LocalCluster::KillCoordinator() {
+  if (!coordinator_) return;
+  coordinator_->Signal(SIGKILL);
+  coordinator_->Wait(std::chrono::seconds(10));
+}
+
+bool LocalCluster::RestartCoordinator() {
+  const std::string port = address_.substr(address_.rfind(':') + 1);
+  return StartCoordinator("127.0.0.1:" + port);
+}
+
 LocalCluster::~LocalCluster() {
   for (auto& w : workers_) w->Signal(SIGTERM);
   for (auto& w : workers_) w->Wait(std::chrono::seconds(15));
@@ -125,7 +156,8 @@ LocalCluster::~LocalCluster() {
     coordinator_->Wait(std::chrono::seconds(15));
   }
   if (::testing::Test::HasFailure()) {
-    for (const char* f : {"coordinator.log", "w1.log", "w2.log", "w3.log"}) {
+    for (const char* f : {"coordinator.log", "coordinator-2.log",
+                          "coordinator-3.log", "w1.log", "w2.log", "w3.log"}) {
       const std::string text = ReadFile(dir_ + "/" + f);
       if (!text.empty()) std::cerr << "---- " << f << " ----\n" << text;
     }

@@ -38,12 +38,26 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
+struct ClusterOptions {
+  // The coordinator's --state-dir; empty: a fresh one in the cluster's dir.
+  std::string state_dir;
+  // Appended to the coordinator's command line on every start.
+  std::vector<std::string> coordinator_flags;
+};
+
 class LocalCluster {
  public:
   // Starts a coordinator and `workers` workers named w1.. with
   // `slots` slots and `cpus` cores each. Fails the current test on error.
-  LocalCluster(int workers, int slots, int cpus);
+  LocalCluster(int workers, int slots, int cpus, ClusterOptions options = {});
   ~LocalCluster();
+
+  const std::string& state_dir() const { return options_.state_dir; }
+  // SIGKILLs the coordinator (no shutdown of any kind) and reaps it.
+  void KillCoordinator();
+  // Starts the coordinator again on the same port and state dir (its log is
+  // coordinator-N.log); true once it serves. Workers reconnect by themselves.
+  bool RestartCoordinator();
 
   const std::string& address() const { return address_; }
   const std::string& dir() const { return dir_; }
@@ -65,6 +79,11 @@ class LocalCluster {
   bool WaitForWorkers(int count, std::chrono::seconds timeout);
 
  private:
+  // Starts the coordinator listening on `listen`; sets address_ and stub_.
+  bool StartCoordinator(const std::string& listen);
+
+  ClusterOptions options_;
+  int coordinator_starts_ = 0;
   std::string dir_;
   std::string address_;
   std::unique_ptr<Process> coordinator_;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/job_state.h"
+#include "coordinator/job_store.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -44,7 +46,8 @@ std::string Spec(int ranks) {
 
 class JobManagerTest : public ::testing::Test {
  protected:
-  JobManagerTest() : jobs_(clock_, events_, rendezvous_, 5'000, 1'000) {}
+  JobManagerTest()
+      : jobs_(clock_, events_, rendezvous_, store_, 5'000, 1'000) {}
 
   std::shared_ptr<FakeAgentLink> AddWorker(const std::string& name, int slots) {
     auto link = std::make_shared<FakeAgentLink>();
@@ -76,6 +79,7 @@ class JobManagerTest : public ::testing::Test {
   FakeClock clock_;
   EventHub events_;
   Rendezvous rendezvous_;
+  InMemoryJobStore store_;
   JobManager jobs_;
 };
 
@@ -241,6 +245,144 @@ TEST_F(JobManagerTest, MetricsFromAWorkerNotRunningTheRankAreRejected) {
   (*m.mutable_point()->mutable_values())["total_steps"] = 120;
   EXPECT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
   EXPECT_EQ(jobs_.Get(job.id())->total_steps(), 120);
+}
+
+// --- durable state: write-through and recovery ---
+
+// A store whose writes can be made to fail, as a full disk would.
+class FlakyJobStore : public InMemoryJobStore {
+ public:
+  absl::Status Write(const JobWrite& write, Durability d) override {
+    if (fail) return absl::UnavailableError("disk on fire");
+    return InMemoryJobStore::Write(write, d);
+  }
+  bool fail = false;
+};
+
+// Field by field: serialized bytes may differ in map order.
+bool Same(const google::protobuf::Message& a,
+          const google::protobuf::Message& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+template <typename List>
+bool SameList(const List& a, const List& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < static_cast<int>(a.size()); ++i) {
+    if (!Same(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+TEST_F(JobManagerTest, EveryChangeIsWrittenThroughInEventOrder) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(Spec(1), false);
+  v1::RankMetrics m;
+  m.set_job_id(job.id());
+  m.set_generation(1);
+  m.mutable_point()->set_kind("train");
+  m.mutable_point()->set_step(7);
+  ASSERT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+  v1::RankLog log;
+  log.set_job_id(job.id());
+  log.set_generation(1);
+  log.mutable_line()->set_text("hello");
+  ASSERT_TRUE(jobs_.OnRankLog("w1", log).ok());
+  Exit("w1", job.id(), 0, 0);
+
+  StoredState state = *store_.LoadAll();
+  ASSERT_EQ(state.jobs.size(), 1u);
+  EXPECT_TRUE(Same(state.jobs[0].job, *jobs_.Get(job.id())));
+  EXPECT_EQ(state.jobs[0].job.latest_train().step(), 7);
+  // queued, running, metric, log, succeeded: the hub's events, in order
+  ASSERT_EQ(state.jobs[0].events.size(), 5u);
+  EXPECT_TRUE(SameList(state.jobs[0].events, Events(job.id())));
+  EXPECT_EQ(state.next_job_number, 2);
+}
+
+TEST_F(JobManagerTest, SubmitFailsAndQueuesNothingWhenTheStoreFails) {
+  FlakyJobStore flaky;
+  JobManager jobs(clock_, events_, rendezvous_, flaky, 5'000, 1'000);
+  flaky.fail = true;
+  absl::StatusOr<v1::Job> job = jobs.Submit(Spec(1), false);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(job.status().message()), HasSubstr("disk on fire"));
+  EXPECT_TRUE(jobs.List({}).empty());
+  flaky.fail = false;
+  EXPECT_EQ(jobs.Submit(Spec(1), false)->id(), "job-1");
+}
+
+TEST_F(JobManagerTest, RecoveryRequeuesFailsRunningKeepsFinalAndContinuesIds) {
+  auto w1 = AddWorker("w1", 1);
+  v1::Job done = *jobs_.Submit(Spec(1), false);
+  Exit("w1", done.id(), 0, 0);
+  v1::Job running = *jobs_.Submit(Spec(1), false);
+  v1::Job wide = *jobs_.Submit(Spec(2), false);
+  v1::Job narrow = *jobs_.Submit(Spec(1), false);
+  ASSERT_EQ(jobs_.Get(running.id())->state(), v1::JOB_STATE_RUNNING);
+  const std::vector<v1::JobEvent> done_events = Events(done.id());
+  const std::vector<v1::JobEvent> running_events = Events(running.id());
+  const v1::Job done_before = *jobs_.Get(done.id());
+
+  // A new coordinator process: fresh hub and manager on the same store.
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  clock_.AdvanceMs(1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+
+  std::vector<v1::Job> all = restarted.List({});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].id(), done.id());
+  EXPECT_EQ(all[3].id(), narrow.id());
+  EXPECT_TRUE(Same(all[0], done_before));
+  bool closed = false;
+  EXPECT_TRUE(
+      SameList(events.WaitForEvents(done.id(), 1, 0, &closed), done_events));
+  EXPECT_TRUE(closed);
+
+  v1::Job failed = *restarted.Get(running.id());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.reason(),
+            "coordinator restarted while the job was running (generation 1); "
+            "resubmit or wait for automatic restart support");
+  std::vector<v1::JobEvent> after = events.WaitForEvents(running.id(), 1, 0,
+                                                         &closed);
+  ASSERT_EQ(after.size(), running_events.size() + 1);
+  EXPECT_TRUE(SameList(std::vector<v1::JobEvent>(after.begin(), after.end() - 1),
+                       running_events));
+  EXPECT_EQ(after.back().seq(), static_cast<int64_t>(after.size()));
+  EXPECT_EQ(after.back().transition().to(), v1::JOB_STATE_FAILED);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(store_.LoadAll()->jobs[1].job.state(), v1::JOB_STATE_FAILED);
+
+  EXPECT_EQ(restarted.Get(wide.id())->state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(restarted.Get(wide.id())->pending_reason(),
+            "needs 2 slots; no workers registered");
+  // FIFO order survived: the older, wider job starts first.
+  auto link = std::make_shared<FakeAgentLink>();
+  v1::RegisterRequest reg;
+  reg.set_name("w9");
+  reg.set_slots(2);
+  ASSERT_TRUE(restarted.RegisterWorker(reg, link).ok());
+  EXPECT_EQ(restarted.Get(wide.id())->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(restarted.Get(narrow.id())->state(), v1::JOB_STATE_QUEUED);
+
+  EXPECT_EQ(restarted.Submit(Spec(1), false)->id(), "job-5");
+}
+
+TEST_F(JobManagerTest, StreamsClosingAtShutdownDoNotFailJobs) {
+  auto w1 = AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(Spec(1), false);
+  jobs_.PrepareForShutdown();
+  jobs_.WorkerDisconnected("w1", w1.get());
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(store_.LoadAll()->jobs[0].job.state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerTest, RecoverRefusesToRunTwice) {
+  ASSERT_TRUE(jobs_.Submit(Spec(1), false).ok());
+  EXPECT_EQ(jobs_.Recover().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(JobStateTest, TransitionsFollowTheMachine) {

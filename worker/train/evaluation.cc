@@ -26,7 +26,7 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
                                        const std::string& task, int rank,
                                        int world_size, int64_t batch_size,
                                        const torch::Device& device,
-                                       GradientSync& sync) {
+                                       RankCollectives& sync) {
   torch::NoGradGuard no_grad;
   model.SetTraining(false);
   const Range slice = EvalSlice(data.size(), rank, world_size);

@@ -25,6 +25,6 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
                                        const std::string& task, int rank,
                                        int world_size, int64_t batch_size,
                                        const torch::Device& device,
-                                       GradientSync& sync);
+                                       RankCollectives& sync);
 
 }  // namespace trainctl::train

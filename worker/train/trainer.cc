@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "worker/train/batch_prefetcher.h"
 #include "worker/train/evaluation.h"
+#include "worker/train/grad_buckets.h"
 #include "worker/train/grad_sync.h"
 #include "worker/train/loss_scaler.h"
 #include "worker/train/models/model.h"
@@ -105,7 +107,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   BroadcastFromRankZero(ctx.group, params);
   std::unique_ptr<torch::optim::Optimizer> optimizer =
       BuildOptimizer(spec.optimizer(), params);
-  GradientSync sync(params, ctx.group, ctx.world_size, /*extra_slots=*/1);
+  RankCollectives sync(params, ctx.group, ctx.world_size);
+  GradientBuckets buckets(params, ctx.group, ctx.world_size,
+                          int64_t{t.bucket_mb()} << 20);
   std::unique_ptr<DynamicLossScaler> scaler;
   if (t.precision() == "fp16") scaler = std::make_unique<DynamicLossScaler>();
 
@@ -146,94 +150,102 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   };
 
   const bool local_sgd = t.local_sgd_steps() > 0;
+  BatchPlan plan;
+  plan.seed = spec.seed();
+  plan.steps_per_epoch = steps_per_epoch;
+  plan.grad_accum = accum;
+  plan.micro_batch = micro_batch;
+  plan.total_steps = total_steps;
+  plan.rank = ctx.rank;
+  plan.world_size = ctx.world_size;
+  BatchPrefetcher batches(*data.train, plan, ctx.device, t.prefetch_batches());
   StepTimes window;
   int64_t step = 0;
   int epoch = 0;
-  for (; epoch < t.epochs() && step < total_steps; ++epoch) {
-    const std::vector<int64_t> perm =
-        EpochPermutation(spec.seed(), epoch, data.train->size());
-    for (int64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
-      const double lr =
-          ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
-      SetLr(*optimizer, lr);
-      optimizer->zero_grad();
-      double local_loss = 0;
-      for (int64_t m = 0; m < accum; ++m) {
-        auto mark = Clock::now();
-        Batch batch = data.train->Gather(RankBatchIndices(
-            perm, s * accum + m, micro_batch, ctx.rank, ctx.world_size));
-        torch::Tensor x = batch.inputs.to(ctx.device);
-        torch::Tensor y = batch.targets.to(ctx.device);
-        window.data += Seconds(mark);
-        mark = Clock::now();
-        {
-          AutocastScope autocast(t.precision(), ctx.device);
-          torch::Tensor loss = TaskLoss(spec.task(), model->Forward(x), y) / accum;
-          (scaler ? loss * scaler->scale() : loss).backward();
-          local_loss += loss.item<double>();
-        }
-        window.compute += Seconds(mark);
-      }
+  while (step < total_steps) {
+    epoch = static_cast<int>(step / steps_per_epoch);
+    const double lr =
+        ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
+    SetLr(*optimizer, lr);
+    buckets.ZeroGrad();
+    double local_loss = 0;
+    for (int64_t m = 0; m < accum; ++m) {
       auto mark = Clock::now();
-      std::vector<double> loss{local_loss};
-      if (!local_sgd) sync.AverageGradients(&loss);
-      window.comm += Seconds(mark);
+      ASSIGN_OR_RETURN(Batch batch, batches.Next());
+      window.data += Seconds(mark);
       mark = Clock::now();
-      bool finite = true;
-      if (scaler) {
-        finite = scaler->Unscale(params);
-        scaler->Update(finite);
+      {
+        AutocastScope autocast(t.precision(), ctx.device);
+        torch::Tensor loss =
+            TaskLoss(spec.task(), model->Forward(batch.inputs), batch.targets) /
+            accum;
+        local_loss += loss.item<double>();
+        // Only the last micro-batch's backward launches the all-reduce.
+        const bool last = m + 1 == accum;
+        buckets.SetSyncing(last && !local_sgd);
+        if (last) buckets.SetLoss(local_loss);
+        (scaler ? loss * scaler->scale() : loss).backward();
       }
-      const bool log_now = (step + 1) % t.log_every_steps() == 0 ||
-                           step + 1 == total_steps;
-      double grad_norm = -1;
-      if (t.max_grad_norm() > 0 || log_now) grad_norm = sync.GradientNorm();
-      if (t.max_grad_norm() > 0 && std::isfinite(grad_norm) &&
-          grad_norm > t.max_grad_norm()) {
-        torch::NoGradGuard no_grad;
-        for (auto& p : params) {
-          if (p.grad().defined()) p.grad().mul_(t.max_grad_norm() / grad_norm);
-        }
-      }
-      if (finite) optimizer->step();
-      window.optimizer += Seconds(mark);
-      if (local_sgd && (step + 1) % t.local_sgd_steps() == 0) {
-        mark = Clock::now();
-        sync.AverageParameters();
-        window.comm += Seconds(mark);
-      }
-      ++step;
-      ++window.steps;
-      // With local SGD the loss is per rank; average it when it is reported.
-      if (local_sgd && log_now) loss = sync.AverageScalars(loss);
-      result.final_train_loss = loss[0];
-      if (log_now) {
-        const double elapsed = Seconds(window.start);
-        const double per_step = 1000.0 / window.steps;
-        const double samples_per_sec =
-            elapsed > 0 ? window.steps * samples_per_step / elapsed : 0;
-        std::map<std::string, double> values = {
-            {"loss", loss[0]},
-            {"lr", lr},
-            {"grad_norm", grad_norm},
-            {"samples_per_sec", samples_per_sec},
-            {"data_ms", window.data * per_step},
-            {"compute_ms", window.compute * per_step},
-            {"comm_ms", window.comm * per_step},
-            {"optimizer_ms", window.optimizer * per_step}};
-        if (tokens_per_sample > 0) {
-          values["tokens_per_sec"] = samples_per_sec * tokens_per_sample;
-        }
-        if (scaler) values["loss_scale"] = scaler->scale();
-        report("train", step, epoch, values);
-        window = StepTimes();
-      }
-      if (t.eval_every_steps() > 0 && step % t.eval_every_steps() == 0 &&
-          s + 1 < steps_per_epoch) {
-        evaluate(step, epoch);
-      }
+      window.compute += Seconds(mark);
     }
-    evaluate(step, epoch);
+    double exposed = 0;
+    std::vector<double> loss{buckets.Finish(&exposed)};
+    window.comm += exposed;
+    auto mark = Clock::now();
+    bool finite = true;
+    if (scaler) {
+      finite = scaler->Unscale(params);
+      scaler->Update(finite);
+    }
+    const bool log_now =
+        (step + 1) % t.log_every_steps() == 0 || step + 1 == total_steps;
+    double grad_norm = -1;
+    if (t.max_grad_norm() > 0 || log_now) grad_norm = sync.GradientNorm();
+    if (t.max_grad_norm() > 0 && std::isfinite(grad_norm) &&
+        grad_norm > t.max_grad_norm()) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : params) p.grad().mul_(t.max_grad_norm() / grad_norm);
+    }
+    if (finite) optimizer->step();
+    window.optimizer += Seconds(mark);
+    if (local_sgd && (step + 1) % t.local_sgd_steps() == 0) {
+      mark = Clock::now();
+      sync.AverageParameters();
+      window.comm += Seconds(mark);
+    }
+    ++step;
+    ++window.steps;
+    // With local SGD the loss is per rank; average it when it is reported.
+    if (local_sgd && log_now) loss = sync.AverageScalars(loss);
+    result.final_train_loss = loss[0];
+    if (step == 1) report("first_step", step, epoch, {});
+    if (log_now) {
+      const double elapsed = Seconds(window.start);
+      const double per_step = 1000.0 / window.steps;
+      const double samples_per_sec =
+          elapsed > 0 ? window.steps * samples_per_step / elapsed : 0;
+      std::map<std::string, double> values = {
+          {"loss", loss[0]},
+          {"lr", lr},
+          {"grad_norm", grad_norm},
+          {"samples_per_sec", samples_per_sec},
+          {"data_ms", window.data * per_step},
+          {"compute_ms", window.compute * per_step},
+          {"comm_ms", window.comm * per_step},
+          {"optimizer_ms", window.optimizer * per_step}};
+      if (tokens_per_sample > 0) {
+        values["tokens_per_sec"] = samples_per_sec * tokens_per_sample;
+      }
+      if (scaler) values["loss_scale"] = scaler->scale();
+      report("train", step, epoch, values);
+      window = StepTimes();
+    }
+    const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;
+    if (t.eval_every_steps() > 0 && step % t.eval_every_steps() == 0 &&
+        !epoch_end) {
+      evaluate(step, epoch);
+    }
+    if (epoch_end) evaluate(step, epoch);
   }
   result.steps = step;
   if (scaler) result.skipped_steps = scaler->skipped_steps();

@@ -1,0 +1,111 @@
+// JobManager's side of the durable state: recovery at startup and the
+// write-through of changes to the JobStore.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+
+absl::Status JobManager::Recover() {
+  ASSIGN_OR_RETURN(StoredState state, store_.LoadAll());
+  Outbox outbox;  // stays empty: no agent is connected yet
+  int queued = 0, interrupted = 0, finished = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!jobs_.empty()) {
+      return absl::FailedPreconditionError(
+          "Recover() must run once, before any job exists");
+    }
+    next_job_number_ = std::max(next_job_number_, state.next_job_number);
+    std::vector<std::string> running;
+    for (StoredJob& stored : state.jobs) {
+      const std::string id = stored.job.id();
+      const bool is_final = IsFinal(stored.job.state());
+      RETURN_IF_ERROR(events_.Restore(id, std::move(stored.events), is_final));
+      const v1::JobState job_state = stored.job.state();
+      jobs_[id] = std::move(stored.job);
+      order_.push_back(id);
+      if (job_state == v1::JOB_STATE_QUEUED) {
+        queue_.push_back(id);
+        ++queued;
+      } else if (job_state == v1::JOB_STATE_RUNNING) {
+        running.push_back(id);
+      } else {
+        ++finished;
+      }
+    }
+    for (const std::string& id : running) {
+      HandleJobRunningAtRestartLocked(jobs_.at(id), &outbox);
+      ++interrupted;
+    }
+    ScheduleLocked(&outbox);  // refreshes the pending reasons
+    RETURN_IF_ERROR(SaveLocked());
+  }
+  TLOG_INFO << "recovered " << state.jobs.size() << " jobs (" << queued
+            << " queued, " << interrupted << " interrupted while running, "
+            << finished << " finished); next id job-" << next_job_number_;
+  Deliver(outbox);
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(SaveLocked());
+  return store_.Flush();
+}
+
+void JobManager::PrepareForShutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  shutting_down_ = true;
+}
+
+void JobManager::HandleJobRunningAtRestartLocked(v1::Job& job, Outbox* outbox) {
+  EndJobLocked(job, v1::JOB_STATE_FAILED,
+               absl::StrCat("coordinator restarted while the job was running "
+                            "(generation ",
+                            job.generation(),
+                            "); resubmit or wait for automatic restart "
+                            "support"),
+               outbox);
+}
+
+void JobManager::RecordEventLocked(const std::string& job_id,
+                                   v1::JobEvent event) {
+  const int64_t seq = events_.Append(job_id, event);
+  event.set_seq(seq);
+  event.set_job_id(job_id);
+  unsaved_events_.push_back(std::move(event));
+}
+
+absl::Status JobManager::SaveLocked() {
+  if (dirty_.empty() && unsaved_events_.empty()) return absl::OkStatus();
+  JobWrite write;
+  for (const std::string& id : dirty_) write.jobs.push_back(jobs_.at(id));
+  write.events = std::move(unsaved_events_);
+  write.next_job_number = next_job_number_;
+  absl::Status saved = store_.Write(
+      write, save_now_ ? Durability::kImmediate : Durability::kGrouped);
+  if (!saved.ok()) {
+    unsaved_events_ = std::move(write.events);
+    if (!store_failing_) {
+      TLOG_ERROR << "cannot record job changes (kept in memory and retried "
+                    "with the next change): "
+                 << saved.message();
+    }
+    store_failing_ = true;
+    return saved;
+  }
+  if (store_failing_) TLOG_INFO << "recording job changes works again";
+  store_failing_ = false;
+  dirty_.clear();
+  unsaved_events_.clear();
+  save_now_ = false;
+  return absl::OkStatus();
+}
+
+}  // namespace trainctl::coordinator

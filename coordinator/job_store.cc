@@ -1,0 +1,115 @@
+#include "coordinator/job_store.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainctl::coordinator {
+
+absl::Status JobStore::PutJob(const v1::Job& job) {
+  JobWrite write;
+  write.jobs.push_back(job);
+  return Write(write, Durability::kImmediate);
+}
+
+absl::Status JobStore::AppendEvent(const std::string& job_id,
+                                   v1::JobEvent event) {
+  event.set_job_id(job_id);
+  JobWrite write;
+  write.events.push_back(std::move(event));
+  return Write(write, Durability::kImmediate);
+}
+
+absl::Status ValidateJobWrite(const JobWrite& write) {
+  for (const v1::Job& job : write.jobs) {
+    if (job.id().empty()) {
+      return absl::InvalidArgumentError("cannot store a job without an id");
+    }
+  }
+  for (const v1::JobEvent& event : write.events) {
+    if (event.job_id().empty() || event.seq() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot store event seq ", event.seq(), " of job '",
+                       event.job_id(), "': needs a job id and seq >= 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryJobStore::Write(const JobWrite& write, Durability) {
+  if (absl::Status valid = ValidateJobWrite(write); !valid.ok()) return valid;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Check everything first so the write is all or nothing.
+  for (const v1::JobEvent& event : write.events) {
+    const bool in_write =
+        std::any_of(write.jobs.begin(), write.jobs.end(),
+                    [&](const v1::Job& j) { return j.id() == event.job_id(); });
+    if (!in_write && jobs_.count(event.job_id()) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot store an event of unknown job '", event.job_id(), "'"));
+    }
+  }
+  for (const v1::Job& job : write.jobs) {
+    if (jobs_.count(job.id()) == 0) order_.push_back(job.id());
+    jobs_[job.id()] = job;
+  }
+  for (const v1::JobEvent& event : write.events) {
+    events_[event.job_id()].emplace(event.seq(), event);  // first one wins
+  }
+  next_job_number_ = std::max(next_job_number_, write.next_job_number);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoredState> InMemoryJobStore::LoadAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  StoredState state;
+  state.next_job_number = next_job_number_;
+  for (const std::string& id : order_) {
+    StoredJob stored;
+    stored.job = jobs_.at(id);
+    auto it = events_.find(id);
+    if (it != events_.end()) {
+      for (const auto& [seq, event] : it->second)
+        stored.events.push_back(event);
+    }
+    state.jobs.push_back(std::move(stored));
+  }
+  return state;
+}
+
+absl::Status InMemoryJobStore::PutCheckpoint(
+    const CheckpointRecord& checkpoint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (jobs_.count(checkpoint.job_id) == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot catalog a checkpoint of unknown job '",
+                     checkpoint.job_id, "'"));
+  }
+  checkpoints_[{checkpoint.job_id, checkpoint.step}] = checkpoint;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CheckpointRecord>> InMemoryJobStore::ListCheckpoints(
+    const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CheckpointRecord> out;
+  for (auto it = checkpoints_.lower_bound(
+           {job_id, std::numeric_limits<int64_t>::min()});
+       it != checkpoints_.end() && it->first.first == job_id; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::Status InMemoryJobStore::DeleteCheckpoint(const std::string& job_id,
+                                                int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (checkpoints_.erase({job_id, step}) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", job_id, " has no checkpoint at step ", step));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,117 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainctl/v1/jobs.pb.h"
+
+namespace trainctl::coordinator {
+
+// One group of writes that a store applies atomically: all or none.
+struct JobWrite {
+  std::vector<v1::Job> jobs;         // full snapshots, upserted by id
+  std::vector<v1::JobEvent> events;  // job_id and seq set; after the jobs
+  int64_t next_job_number = 0;       // the id counter is raised to this
+};
+
+// How soon a write must be durable.
+enum class Durability {
+  kImmediate,  // on disk before Write returns (submissions, transitions)
+  kGrouped,    // may ride a later commit (metrics, logs); see the store
+};
+
+// One entry of the checkpoint catalog.
+struct CheckpointRecord {
+  std::string job_id;
+  int64_t step = 0;
+  std::string path;
+  int64_t created_unix_ms = 0;
+  std::optional<double> metric;  // e.g. eval loss, when known
+};
+
+// Everything a store holds about one job.
+struct StoredJob {
+  v1::Job job;
+  std::vector<v1::JobEvent> events;  // in seq order, no duplicates
+};
+
+// What a coordinator needs to resume after a restart.
+struct StoredState {
+  std::vector<StoredJob> jobs;  // in the order they were first written
+  int64_t next_job_number = 1;  // never below any number handed out
+};
+
+// The coordinator's durable state: job snapshots, each job's event log,
+// the job id counter and the checkpoint catalog. JobManager writes through
+// to it on every change and reads it back once at startup. Implementations
+// are thread-safe. Common error codes: INVALID_ARGUMENT for a malformed
+// record (empty id, seq < 1), FAILED_PRECONDITION for a record naming a job
+// the store does not hold, and for the durable store UNAVAILABLE,
+// RESOURCE_EXHAUSTED or DATA_LOSS when the disk or file fails.
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Applies the whole group or nothing. Re-writing an event with a (job_id,
+  // seq) already stored is a no-op (the first write wins), so a replay never
+  // duplicates. Events of a job need its snapshot in this or an earlier write
+  // (FAILED_PRECONDITION otherwise).
+  virtual absl::Status Write(const JobWrite& write, Durability durability) = 0;
+
+  // Makes every write made so far durable.
+  virtual absl::Status Flush() = 0;
+
+  // Every job with its events, and the id counter. DATA_LOSS when a stored
+  // record cannot be read back.
+  virtual absl::StatusOr<StoredState> LoadAll() = 0;
+
+  // Checkpoint catalog, keyed by (job_id, step); Put replaces. Put:
+  // FAILED_PRECONDITION for an unknown job. Delete: NOT_FOUND when absent.
+  virtual absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) = 0;
+  // In step order; empty for a job without checkpoints.
+  virtual absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
+      const std::string& job_id) = 0;
+  virtual absl::Status DeleteCheckpoint(const std::string& job_id,
+                                        int64_t step) = 0;
+
+  // Conveniences: one-record writes, durable at once.
+  absl::Status PutJob(const v1::Job& job);
+  absl::Status AppendEvent(const std::string& job_id, v1::JobEvent event);
+};
+
+// The fake: everything in memory, gone with the object. Used by unit tests
+// and by servers built without a state directory. Thread-safe.
+class InMemoryJobStore : public JobStore {
+ public:
+  absl::Status Write(const JobWrite& write, Durability durability) override;
+  absl::Status Flush() override { return absl::OkStatus(); }
+  absl::StatusOr<StoredState> LoadAll() override;
+  absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
+  absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
+      const std::string& job_id) override;
+  absl::Status DeleteCheckpoint(const std::string& job_id,
+                                int64_t step) override;
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> order_;       // GUARDED_BY(mu_)
+  std::map<std::string, v1::Job> jobs_;  // GUARDED_BY(mu_)
+  std::map<std::string, std::map<int64_t, v1::JobEvent>>
+      events_;  // GUARDED_BY(mu_)
+  std::map<std::pair<std::string, int64_t>, CheckpointRecord>
+      checkpoints_;              // GUARDED_BY(mu_)
+  int64_t next_job_number_ = 1;  // GUARDED_BY(mu_)
+};
+
+// INVALID_ARGUMENT naming the first malformed record of the write (a job
+// without id, an event without job_id or with seq < 1); shared by stores.
+absl::Status ValidateJobWrite(const JobWrite& write);
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace trainctl::train {
+
+// DDP-style gradient averaging that overlaps communication with backward.
+//
+// Parameters are grouped, in reverse order (roughly the order backward
+// produces their gradients), into flat buckets of about `bucket_bytes` (the
+// first one smaller, so communication starts early). Each parameter's .grad
+// is a view into its bucket, so autograd accumulates straight into the
+// buffer and nothing is copied. A hook after each parameter's gradient
+// accumulation counts down its bucket; a complete bucket is divided by the
+// world size and all-reduced asynchronously while backward goes on. Buckets
+// launch strictly in index order so every rank issues the same collectives
+// in the same order. One extra slot at the end of the last bucket carries
+// the step's loss, so the loss reduction costs no collective of its own.
+//
+// Per optimizer step: ZeroGrad(); for each micro-batch forward, then
+// SetSyncing(last micro-batch) and, on the last, SetLoss(); backward; then
+// Finish() waits for what is still in flight. Use zero_grad of this class,
+// never the optimizer's (it would detach the views). Not thread-safe beyond
+// the autograd hooks it installs; one per rank.
+class GradientBuckets {
+ public:
+  GradientBuckets(std::vector<torch::Tensor> params,
+                  c10::intrusive_ptr<c10d::ProcessGroup> group, int world_size,
+                  int64_t bucket_bytes);
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  void ZeroGrad();
+  // Whether the coming backward should launch collectives (false on the
+  // non-final micro-batches of gradient accumulation, and for local SGD).
+  void SetSyncing(bool syncing);
+  // The local loss to average along with the gradients.
+  void SetLoss(double local_loss);
+  // Launches buckets not launched yet (unused parameters), waits for all,
+  // and returns the mean loss over the ranks. Also returns, through
+  // `exposed_seconds`, the time spent waiting here (communication that
+  // backward did not hide).
+  double Finish(double* exposed_seconds);
+
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  int64_t bucket_elements(int i) const { return buckets_[i].buffer.numel(); }
+
+ private:
+  struct Bucket {
+    torch::Tensor buffer;
+    int params = 0;  // parameters in the bucket
+    int pending = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  void OnGradientReady(int bucket);
+  void LaunchReadyLocked();
+
+  std::vector<torch::Tensor> params_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int world_size_;
+  std::vector<Bucket> buckets_;
+  // Keeps the AccumulateGrad nodes (and so the hooks) alive.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // Hooks outlive this object inside autograd; they check this flag.
+  std::shared_ptr<bool> alive_;
+  std::mutex mu_;
+  bool syncing_ = false;  // GUARDED_BY(mu_)
+  int next_launch_ = 0;   // GUARDED_BY(mu_)
+};
+
+}  // namespace trainctl::train
