@@ -44,7 +44,7 @@ absl::StatusOr<size_t> ReadAll(int fd, char* data, size_t size) {
 
 }  // namespace
 
-absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message) {
+std::string EncodeFrame(const google::protobuf::MessageLite& message) {
   std::string body = message.SerializeAsString();
   const uint32_t size = static_cast<uint32_t>(body.size());
   const char header[4] = {static_cast<char>(size & 0xff),
@@ -53,6 +53,11 @@ absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message) {
                           static_cast<char>((size >> 24) & 0xff)};
   std::string frame(header, 4);
   frame += body;
+  return frame;
+}
+
+absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message) {
+  const std::string frame = EncodeFrame(message);
   return WriteAll(fd, frame.data(), frame.size());
 }
 

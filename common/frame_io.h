@@ -2,6 +2,8 @@
 
 #include <google/protobuf/message_lite.h>
 
+#include <string>
+
 #include "absl/status/status.h"
 
 namespace trainctl {
@@ -11,6 +13,9 @@ namespace trainctl {
 // this way on a dedicated file descriptor, apart from its stdout/stderr.
 
 constexpr uint32_t kMaxFrameBytes = 1 << 20;
+
+// The frame's bytes: length prefix then the serialized message.
+std::string EncodeFrame(const google::protobuf::MessageLite& message);
 
 // Writes the whole frame (retrying short writes and EINTR).
 absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& message);

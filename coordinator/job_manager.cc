@@ -223,6 +223,7 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
     if (status.running()) {
       if (current && rank->state() != v1::RANK_STATE_RUNNING) {
         rank->set_state(v1::RANK_STATE_RUNNING);
+        rank->set_pid(status.pid());
         MarkDirtyLocked(job.id());
         SaveLocked().IgnoreError();
       }

@@ -28,6 +28,16 @@ std::string JobIdFrom(const std::string& output) {
   return output.substr(at, end - at);
 }
 
+// Whether `pid` is a live rank process (a zombie, or a reused pid running
+// something else, is not).
+bool IsRankProcess(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+  return cmdline.find("trainctl-worker") != std::string::npos &&
+         cmdline.find("rank") != std::string::npos;
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
@@ -87,7 +97,17 @@ TEST_F(ClusterTest, CancelEndsJobAndLeavesNoRankRunning) {
       id, [](const v1::Job& j) { return j.latest_train().step() > 0; },
       seconds(90));
   ASSERT_GT(job.latest_train().step(), 0) << job.DebugString();
-  ASSERT_EQ(FindProcesses({"trainctl-worker", "rank", "--job " + id + " "}).size(), 2u);
+  std::vector<pid_t> pids;
+  for (const auto& rank : job.ranks()) {
+    ASSERT_GT(rank.pid(), 0) << job.DebugString();
+    pids.push_back(rank.pid());
+  }
+  auto alive = [&pids] {
+    int n = 0;
+    for (pid_t pid : pids) n += IsRankProcess(pid);
+    return n;
+  };
+  ASSERT_EQ(alive(), 2);
 
   CliResult cancel = cluster_->Cli({"cancel", id});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.output;
@@ -95,13 +115,13 @@ TEST_F(ClusterTest, CancelEndsJobAndLeavesNoRankRunning) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
   EXPECT_THAT(job.reason(), HasSubstr("cancelled by user"));
 
-  // Both rank processes are gone and their slots are free again.
+  // Both rank processes are gone (their agents reaped them) and their slots
+  // are free again.
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
-  while (!FindProcesses({"trainctl-worker", "rank", "--job " + id + " "}).empty() &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (alive() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  EXPECT_TRUE(FindProcesses({"trainctl-worker", "rank", "--job " + id + " "}).empty());
+  EXPECT_EQ(alive(), 0);
   ASSERT_TRUE(cluster_->WaitForWorkers(2, seconds(5)));
   const auto slots_deadline = std::chrono::steady_clock::now() + seconds(30);
   int free_slots = 0;

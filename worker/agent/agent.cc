@@ -9,7 +9,9 @@
 #include <grpcpp/create_channel.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/frame_io.h"
 #include "common/log.h"
+#include "trainctl/v1/rank.pb.h"
 
 namespace trainctl::agent {
 namespace {
@@ -42,6 +44,7 @@ Agent::Agent(AgentOptions options)
 Agent::~Agent() { Stop(); }
 
 void Agent::Run() {
+  ReplenishStandby();
   int64_t backoff_ms = 100;
   while (!stopping_.load()) {
     const bool registered = RunSession();
@@ -64,6 +67,7 @@ void Agent::Stop() {
     if (context_ != nullptr) context_->TryCancel();
     for (auto& [id, proc] : ranks_) proc->Terminate(options_.kill_grace_ms);
     ranks.swap(ranks_);
+    standby_.clear();  // closing their stdin lets standbys exit
   }
   cv_.notify_all();
   // Destructors wait for each rank to exit (SIGKILL after the grace period).
@@ -166,37 +170,79 @@ void Agent::FlushBufferLocked() {
   }
 }
 
-int Agent::ThreadsPerRank(const v1::RankAssignment& a) const {
-  if (a.spec().training().threads_per_rank() > 0) {
-    return a.spec().training().threads_per_rank();
-  }
+int Agent::DefaultThreads() const {
   const int cpus = options_.cpus > 0
                        ? options_.cpus
                        : static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, cpus / std::max(1, options_.slots));
 }
 
-void Agent::StartRank(const v1::RankAssignment& a) {
-  const RankId id{a.job_id(), a.generation(), a.rank()};
-  const int threads = ThreadsPerRank(a);
+int Agent::ThreadsPerRank(const v1::RankAssignment& a) const {
+  if (a.spec().training().threads_per_rank() > 0) {
+    return a.spec().training().threads_per_rank();
+  }
+  return DefaultThreads();
+}
+
+absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
+    const std::string& stdin_bytes, int threads, bool standby,
+    RankProcess::Callbacks callbacks) {
   RankLaunch launch;
   launch.program = options_.rank_program;
-  launch.args = {"rank",
-                 "--coordinator", options_.coordinator,
-                 "--job", a.job_id(),
-                 "--generation", absl::StrCat(a.generation()),
-                 "--rank", absl::StrCat(a.rank()),
-                 "--world-size", absl::StrCat(a.world_size()),
-                 "--local-rank", absl::StrCat(a.local_rank()),
-                 "--collective-host", options_.collective_host,
-                 "--threads", absl::StrCat(threads)};
-  // BLAS and OpenMP pools sized like the intra-op pool: oversubscribed
+  launch.args = {"rank"};
+  if (standby) launch.args.push_back("--standby");
+  // BLAS and OpenMP pools read these when the libraries load, so they are
+  // fixed per process: sized like the intra-op pool, because oversubscribed
   // cores cost more than any other setting here.
   for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                           "MKL_NUM_THREADS"}) {
     launch.env[var] = absl::StrCat(threads);
   }
-  launch.stdin_bytes = a.spec().SerializeAsString();
+  launch.stdin_bytes = stdin_bytes;
+  launch.standby = standby;
+  return RankProcess::Start(launch, std::move(callbacks));
+}
+
+void Agent::ReplenishStandby() {
+  if (!options_.standby_ranks || stopping_.load()) return;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const int free_slots = options_.slots - static_cast<int>(ranks_.size());
+      if (static_cast<int>(standby_.size()) >= free_slots) return;
+    }
+    RankProcess::Callbacks idle;
+    idle.on_line = [](const std::string& stream, const std::string& line) {
+      TLOG_WARNING << "standby rank " << stream << ": " << line;
+    };
+    absl::StatusOr<std::unique_ptr<RankProcess>> proc =
+        SpawnRank("", DefaultThreads(), /*standby=*/true, std::move(idle));
+    if (!proc.ok()) {
+      TLOG_WARNING << "cannot start a standby rank: " << proc.status().message();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    standby_.push_back(*std::move(proc));
+  }
+}
+
+void Agent::StartRank(const v1::RankAssignment& a) {
+  const RankId id{a.job_id(), a.generation(), a.rank()};
+  const int threads = ThreadsPerRank(a);
+  v1::RankLaunch request;
+  for (const std::string& arg :
+       {std::string("--coordinator"), options_.coordinator,
+        std::string("--job"), a.job_id(), std::string("--generation"),
+        absl::StrCat(a.generation()), std::string("--rank"),
+        absl::StrCat(a.rank()), std::string("--world-size"),
+        absl::StrCat(a.world_size()), std::string("--local-rank"),
+        absl::StrCat(a.local_rank()), std::string("--collective-host"),
+        options_.collective_host}) {
+    request.add_args(arg);
+  }
+  *request.mutable_spec() = a.spec();
+  request.set_threads(threads);
+  const std::string stdin_bytes = EncodeFrame(request);
 
   auto log_line = [this, id](const std::string& stream,
                              const std::string& text) {
@@ -223,16 +269,32 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   callbacks.on_exit = [this, id](int code, const std::string& error) {
     OnRankExit(id, code, error);
   };
-  absl::StatusOr<std::unique_ptr<RankProcess>> proc =
-      RankProcess::Start(launch, std::move(callbacks));
+  // A standby started with the same thread count takes the assignment.
+  std::unique_ptr<RankProcess> standby;
+  if (threads == DefaultThreads()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!standby_.empty() && !standby) {
+      standby = std::move(standby_.front());
+      standby_.pop_front();
+      if (standby->exited()) standby.reset();
+    }
+  }
+  absl::StatusOr<std::unique_ptr<RankProcess>> proc;
+  if (standby && standby->Activate(stdin_bytes, callbacks).ok()) {
+    proc = std::move(standby);
+  } else {
+    proc = SpawnRank(stdin_bytes, threads, /*standby=*/false,
+                     std::move(callbacks));
+  }
   if (!proc.ok()) {
     OnRankExit(id, 127, absl::StrCat("could not start the rank process: ",
                                      proc.status().message()));
     return;
   }
+  const pid_t pid = (*proc)->pid();
   TLOG_INFO << "started rank " << a.rank() << "/" << a.world_size()
-            << " of job " << a.job_id() << " (pid " << (*proc)->pid() << ", "
-            << threads << " threads)";
+            << " of job " << a.job_id() << " (pid " << pid << ", " << threads
+            << " threads)";
   {
     std::lock_guard<std::mutex> lock(mu_);
     ranks_[id] = *std::move(proc);
@@ -243,6 +305,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   s->set_generation(a.generation());
   s->set_rank(a.rank());
   s->set_running(true);
+  s->set_pid(pid);
   Send(std::move(started));
 }
 
@@ -283,7 +346,19 @@ void Agent::ReapExited() {
       }
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = standby_.begin(); it != standby_.end();) {
+      if ((*it)->exited()) {
+        done.push_back(std::move(*it));
+        it = standby_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   done.clear();  // joins the finished processes' threads, outside the lock
+  ReplenishStandby();
 }
 
 }  // namespace trainctl::agent

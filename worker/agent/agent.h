@@ -27,13 +27,18 @@ struct AgentOptions {
   std::string rank_program;     // the binary that runs `rank` (this one)
   int64_t kill_grace_ms = 5'000;
   int64_t max_backoff_ms = 5'000;
+  // Keep one rank process per free slot started ahead of time, with the
+  // libraries loaded, so an assignment starts training without paying for
+  // process start-up (about a second for LibTorch's dependencies).
+  bool standby_ranks = true;
   int max_buffered_messages = 100'000;
 };
 
 // The node agent. Keeps one stream to the coordinator (reconnecting with
 // exponential backoff), registers this node's slots, starts one rank process
 // per assigned rank, forwards their output and metrics, reports their exits,
-// and kills them on cancel. Messages produced while disconnected are kept
+// and kills them on cancel. Free slots hold standby rank processes that take
+// an assignment at once. Messages produced while disconnected are kept
 // (up to max_buffered_messages, oldest dropped first) and sent on reconnect.
 // Run() blocks until Stop() is called from another thread.
 class Agent {
@@ -57,8 +62,14 @@ class Agent {
   void StartRank(const v1::RankAssignment& assignment);
   void CancelJob(const std::string& job_id, int generation);
   void OnRankExit(const RankId& id, int exit_code, const std::string& error);
-  // Destroys finished RankProcess objects outside the lock.
+  // Destroys finished RankProcess objects outside the lock, then starts
+  // standby ranks for the free slots.
   void ReapExited();
+  void ReplenishStandby();
+  absl::StatusOr<std::unique_ptr<RankProcess>> SpawnRank(
+      const std::string& stdin_bytes, int threads, bool standby,
+      RankProcess::Callbacks callbacks);
+  int DefaultThreads() const;
   int ThreadsPerRank(const v1::RankAssignment& assignment) const;
 
   const AgentOptions options_;
@@ -73,6 +84,7 @@ class Agent {
       nullptr;                                            // GUARDED_BY(mu_)
   std::deque<v1::AgentMessage> buffer_;                   // GUARDED_BY(mu_)
   std::map<RankId, std::unique_ptr<RankProcess>> ranks_;  // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<RankProcess>> standby_;      // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
 };
 

@@ -36,6 +36,17 @@ absl::Status MakePipe(Pipe* p) {
   return absl::OkStatus();
 }
 
+void WriteAllAndClose(int fd, const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
@@ -92,19 +103,16 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
   close(report.write);
 
   std::unique_ptr<RankProcess> proc(new RankProcess(pid, std::move(callbacks)));
-  // Feed the spec on a thread: a large spec must not block the agent.
-  std::string input = launch.stdin_bytes;
-  const int in_fd = in.write;
-  proc->readers_.emplace_back([in_fd, input = std::move(input)] {
-    size_t done = 0;
-    while (done < input.size()) {
-      ssize_t n = write(in_fd, input.data() + done, input.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    close(in_fd);
-  });
+  if (launch.standby) {
+    proc->standby_stdin_ = in.write;
+  } else {
+    // Feed the input on a thread: a large spec must not block the agent.
+    std::string input = launch.stdin_bytes;
+    const int in_fd = in.write;
+    proc->readers_.emplace_back([in_fd, input = std::move(input)] {
+      WriteAllAndClose(in_fd, input);
+    });
+  }
   RankProcess* self = proc.get();
   const int out_fd = out.read, err_fd = err.read, report_fd = report.read;
   proc->readers_.emplace_back([self, out_fd] { self->ReadLines(out_fd, "stdout"); });
@@ -114,7 +122,34 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
   return proc;
 }
 
+absl::Status RankProcess::Activate(const std::string& stdin_bytes,
+                                  Callbacks callbacks) {
+  int fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (standby_stdin_ < 0 || exited_.load()) {
+      return absl::FailedPreconditionError("not a waiting standby rank");
+    }
+    cb_ = std::move(callbacks);
+    fd = standby_stdin_;
+    standby_stdin_ = -1;
+  }
+  // The assignment is small (a spec and flags): the pipe buffer takes it.
+  WriteAllAndClose(fd, stdin_bytes);
+  return absl::OkStatus();
+}
+
+RankProcess::Callbacks RankProcess::callbacks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cb_;
+}
+
 RankProcess::~RankProcess() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (standby_stdin_ >= 0) close(standby_stdin_);  // lets a standby exit
+    standby_stdin_ = -1;
+  }
   if (!exited_.load()) kill(-pid_, SIGKILL);
   if (waiter_.joinable()) waiter_.join();
   if (killer_.joinable()) killer_.join();
@@ -152,7 +187,8 @@ void RankProcess::ReadLines(int fd, const std::string& stream) {
       std::lock_guard<std::mutex> lock(mu_);
       last_error_ = line;
     }
-    if (cb_.on_line) cb_.on_line(stream, line);
+    Callbacks cb = callbacks();
+    if (cb.on_line) cb.on_line(stream, line);
   }
   free(buf);
   fclose(f);
@@ -161,7 +197,8 @@ void RankProcess::ReadLines(int fd, const std::string& stream) {
 void RankProcess::ReadFrames(int fd) {
   v1::MetricPoint point;
   while (ReadFrame(fd, &point).ok()) {
-    if (cb_.on_metric) cb_.on_metric(point);
+    Callbacks cb = callbacks();
+    if (cb.on_metric) cb.on_metric(point);
     point.Clear();
   }
   close(fd);
@@ -184,7 +221,8 @@ void RankProcess::WaitForExit() {
     std::lock_guard<std::mutex> lock(mu_);
     last_error = last_error_;
   }
-  if (cb_.on_exit) cb_.on_exit(code, last_error);
+  Callbacks cb = callbacks();
+  if (cb.on_exit) cb.on_exit(code, last_error);
 }
 
 }  // namespace trainctl::agent

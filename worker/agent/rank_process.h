@@ -17,12 +17,14 @@
 namespace trainctl::agent {
 
 // What to start: the program, its arguments, extra environment, and the
-// bytes to feed its stdin (then closed).
+// bytes to feed its stdin (then closed). A standby process gets no bytes and
+// keeps stdin open until Activate.
 struct RankLaunch {
   std::string program;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
   std::string stdin_bytes;
+  bool standby = false;
 };
 
 // One supervised rank process. It runs in its own process group (so a cancel
@@ -43,6 +45,11 @@ class RankProcess {
 
   static absl::StatusOr<std::unique_ptr<RankProcess>> Start(
       const RankLaunch& launch, Callbacks callbacks);
+
+  // Hands a standby process its assignment: from now on its output goes to
+  // `callbacks`, and `stdin_bytes` are written to it (then stdin closes).
+  // FAILED_PRECONDITION when it is not a waiting standby (or it died).
+  absl::Status Activate(const std::string& stdin_bytes, Callbacks callbacks);
   // Kills the process group if still running and joins every thread.
   ~RankProcess();
 
@@ -53,16 +60,19 @@ class RankProcess {
   pid_t pid() const { return pid_; }
 
  private:
-  RankProcess(pid_t pid, Callbacks callbacks) : pid_(pid), cb_(std::move(callbacks)) {}
+  RankProcess(pid_t pid, Callbacks callbacks)
+      : pid_(pid), cb_(std::move(callbacks)) {}
+  Callbacks callbacks();
   void ReadLines(int fd, const std::string& stream);
   void ReadFrames(int fd);
   void WaitForExit();
 
   const pid_t pid_;
-  Callbacks cb_;
   std::atomic<bool> exited_{false};
   std::mutex mu_;
+  Callbacks cb_;            // GUARDED_BY(mu_)
   std::string last_error_;  // GUARDED_BY(mu_)
+  int standby_stdin_ = -1;  // GUARDED_BY(mu_): open until Activate
   std::vector<std::thread> readers_;
   std::thread waiter_;
   std::thread killer_;

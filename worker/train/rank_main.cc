@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
+#include <future>
 #include <iostream>
 #include <iterator>
 #include <mutex>
@@ -13,6 +14,7 @@
 #endif
 
 #include "common/frame_io.h"
+#include "trainctl/v1/rank.pb.h"
 #include "worker/train/rendezvous_store.h"
 #include "worker/train/trainer.h"
 
@@ -68,9 +70,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
                                                      args.world_size, options);
 }
 
-}  // namespace
+// Reads the agent's RankLaunch frame from stdin. A standby rank blocks here
+// until it is handed a job; end of input means the agent no longer needs it.
+absl::StatusOr<v1::RankLaunch> ReadLaunch() {
+  v1::RankLaunch launch;
+  absl::Status s = ReadFrame(0, &launch);
+  if (!s.ok()) return s;
+  return launch;
+}
 
-int RankMain(int argc, char** argv) {
+int RunRank(const v1::RankLaunch& launch) {
   RankArgs args;
   int local_rank = 0;
   CLI::App app{"one rank of a trainctl job (started by trainctl-worker)"};
@@ -81,24 +90,20 @@ int RankMain(int argc, char** argv) {
   app.add_option("--world-size", args.world_size)->required();
   app.add_option("--local-rank", local_rank);
   app.add_option("--collective-host", args.collective_host);
-  app.add_option("--threads", args.threads)->check(CLI::Range(1, 1024));
   app.add_option("--rendezvous-timeout-ms", args.rendezvous_timeout_ms);
+  std::vector<std::string> storage{"trainctl-worker rank"};
+  storage.insert(storage.end(), launch.args().begin(), launch.args().end());
+  std::vector<char*> argv;
+  for (auto& a : storage) argv.push_back(a.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
-
-  std::string spec_bytes((std::istreambuf_iterator<char>(std::cin)),
-                         std::istreambuf_iterator<char>());
-  v1::JobSpec spec;
-  if (!spec.ParseFromString(spec_bytes)) {
-    std::cerr << "rank " << args.rank << ": could not read the job spec on stdin"
-              << std::endl;
+    std::cerr << "rank: bad launch arguments: " << e.what() << std::endl;
     return 2;
   }
+  const v1::JobSpec& spec = launch.spec();
+  args.threads = std::max(1, launch.threads());
   at::set_num_threads(args.threads);
-  at::set_num_interop_threads(1);
 
   RankContext ctx;
   ctx.rank = args.rank;
@@ -109,12 +114,16 @@ int RankMain(int argc, char** argv) {
     absl::Status s = WriteFrame(kReportFd, point);
     if (!s.ok()) std::cerr << "metrics not delivered: " << s.message() << "\n";
   };
+  // Read the data while the process group forms: both take a while.
+  auto data = std::async(std::launch::async, [&spec] { return LoadDatasets(spec); });
+  ctx.load_data = [&data] { return data.get(); };
   try {
     ctx.device = PickDevice(spec, local_rank);
     if (args.world_size > 1) ctx.group = JoinGroup(args, ctx.device);
   } catch (const std::exception& e) {
     std::cerr << "rank " << args.rank << ": could not join the process group: "
               << e.what() << std::endl;
+    data.wait();
     return 1;
   }
   std::cout << "rank " << args.rank << "/" << args.world_size << " on "
@@ -131,6 +140,32 @@ int RankMain(int argc, char** argv) {
   }
   std::cout << std::endl;
   return 0;
+}
+
+}  // namespace
+
+int RankMain(int argc, char** argv) {
+  bool standby = false;
+  CLI::App app{"one rank of a trainctl job; started by trainctl-worker, which "
+               "sends the assignment on stdin"};
+  app.add_flag("--standby", standby,
+               "wait, with the libraries loaded, for an assignment");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  at::set_num_interop_threads(1);
+  absl::StatusOr<v1::RankLaunch> launch = ReadLaunch();
+  if (!launch.ok()) {
+    if (standby && launch.status().code() == absl::StatusCode::kOutOfRange) {
+      return 0;  // released unused
+    }
+    std::cerr << "rank: could not read the assignment on stdin: "
+              << launch.status().message() << std::endl;
+    return 2;
+  }
+  return RunRank(*launch);
 }
 
 }  // namespace trainctl::train

@@ -76,7 +76,8 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     return absl::InvalidArgumentError(
         "training.precision: fp16 needs a CUDA device; use bf16 on CPU");
   }
-  ASSIGN_OR_RETURN(Datasets data, LoadDatasets(spec));
+  ASSIGN_OR_RETURN(Datasets data,
+                   ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
   const int64_t micro_batch = t.batch_size();
   const int64_t accum = t.grad_accum_steps();
   const int64_t samples_per_step = micro_batch * accum;

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "trainctl/v1/jobs.pb.h"
 #include "trainctl/v1/spec.pb.h"
+#include "worker/train/data/dataset.h"
 
 namespace trainctl::train {
 
@@ -23,6 +24,9 @@ struct RankContext {
   torch::Device device = torch::kCPU;
   // Receives metric points (rank 0 reports the job-wide ones).
   std::function<void(const v1::MetricPoint&)> report;
+  // Supplies the datasets when set (the rank process loads them while it
+  // joins the process group); otherwise Train loads them itself.
+  std::function<absl::StatusOr<Datasets>()> load_data;
 };
 
 struct TrainResult {
