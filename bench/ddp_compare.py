@@ -169,7 +169,8 @@ class Cluster:
         port_file = os.path.join(self.logdir, "port")
         coord = self._spawn("coordinator", [
             os.path.join(self.args.bin, "trainctl-coordinator"),
-            "--listen", "127.0.0.1:0", "--port-file", port_file])
+            "--listen", "127.0.0.1:0", "--port-file", port_file,
+            "--state-dir", os.path.join(self.logdir, "state")])
         deadline = time.monotonic() + 30
         while not (os.path.exists(port_file) and os.path.getsize(port_file)):
             if coord.poll() is not None:
@@ -198,6 +199,10 @@ class Cluster:
                 except ValueError:
                     workers = []
                 if len(workers) >= self.ranks:
+                    # Registered workers start their standby rank processes
+                    # (loading LibTorch) right after; "already running
+                    # workers" means those are ready too.
+                    time.sleep(3)
                     return
             if time.monotonic() > deadline:
                 raise BenchError(f"{self.ranks} workers did not register in "

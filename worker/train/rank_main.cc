@@ -115,11 +115,26 @@ int RunRank(const v1::RankLaunch& launch) {
     if (!s.ok()) std::cerr << "metrics not delivered: " << s.message() << "\n";
   };
   // Read the data while the process group forms: both take a while.
-  auto data = std::async(std::launch::async, [&spec] { return LoadDatasets(spec); });
-  ctx.load_data = [&data] { return data.get(); };
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto start = Clock::now();
+  double load_ms = 0;
+  auto data = std::async(std::launch::async, [&] {
+    auto loaded = LoadDatasets(spec);
+    load_ms = since(start);
+    return loaded;
+  });
+  ctx.load_data = [&] {
+    auto loaded = data.get();
+    ctx.startup["data_load_ms"] = load_ms;
+    return loaded;
+  };
   try {
     ctx.device = PickDevice(spec, local_rank);
     if (args.world_size > 1) ctx.group = JoinGroup(args, ctx.device);
+    ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {
     std::cerr << "rank " << args.rank << ": could not join the process group: "
               << e.what() << std::endl;

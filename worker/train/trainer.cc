@@ -76,8 +76,10 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     return absl::InvalidArgumentError(
         "training.precision: fp16 needs a CUDA device; use bf16 on CPU");
   }
+  const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(Datasets data,
                    ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
+  const double data_wait_ms = Seconds(load_start) * 1000;
   const int64_t micro_batch = t.batch_size();
   const int64_t accum = t.grad_accum_steps();
   const int64_t samples_per_step = micro_batch * accum;
@@ -130,16 +132,17 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       spec.task() == "language_model" && !data.info.input_shape.empty()
           ? data.info.input_shape.back()
           : 0;
-  report("plan", 0, 0,
-         {{"total_steps", double(total_steps)},
-          {"steps_per_epoch", double(steps_per_epoch)},
-          {"train_samples", double(data.train->size())},
-          {"eval_samples", double(data.eval ? data.eval->size() : 0)},
-          {"parameters", [&] {
-             double n = 0;
-             for (const auto& p : params) n += p.numel();
-             return n;
-           }()}});
+  std::map<std::string, double> plan_metric = {
+      {"total_steps", double(total_steps)},
+      {"steps_per_epoch", double(steps_per_epoch)},
+      {"train_samples", double(data.train->size())},
+      {"eval_samples", double(data.eval ? data.eval->size() : 0)},
+      {"data_wait_ms", data_wait_ms}};
+  double parameter_count = 0;
+  for (const auto& p : params) parameter_count += p.numel();
+  plan_metric["parameters"] = parameter_count;
+  plan_metric.insert(ctx.startup.begin(), ctx.startup.end());
+  report("plan", 0, 0, plan_metric);
 
   TrainResult result;
   auto evaluate = [&](int64_t step, int epoch) {

@@ -27,6 +27,8 @@ struct RankContext {
   // Supplies the datasets when set (the rank process loads them while it
   // joins the process group); otherwise Train loads them itself.
   std::function<absl::StatusOr<Datasets>()> load_data;
+  // Start-up timings (ms) to report with the plan metric, e.g. join_ms.
+  std::map<std::string, double> startup;
 };
 
 struct TrainResult {

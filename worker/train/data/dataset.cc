@@ -53,8 +53,8 @@ absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
   } else {
     out.info.num_classes = targets.max().item<int64_t>() + 1;
   }
-  out.data =
-      std::make_shared<TensorDataset>(std::move(inputs), std::move(targets));
+  out.data = std::make_shared<TensorDataset>(std::move(inputs),
+                                             std::move(targets), kPixelScale);
   return out;
 }
 

@@ -36,6 +36,8 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
   };
   // gzopen reads plain files transparently too.
   GzFile file(gzopen(path.c_str(), "rb"));
+  // A large buffer makes inflating tens of megabytes several times faster.
+  if (file) gzbuffer(file.get(), 1 << 20);
   if (!file) return fail(absl::StrCat("cannot open: ", strerror(errno)));
   auto read_u32 = [&](uint32_t* out) {
     unsigned char b[4];
@@ -93,9 +95,9 @@ absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
         " labels but ", images_path, " has ", images.dims[0], " images"));
   }
   IdxData ds;
+  // Pixels stay uint8; TensorDataset scales each batch (see kPixelScale).
   ds.inputs = torch::from_blob(images.data.data(), images.dims, torch::kUInt8)
-                  .to(torch::kFloat32)
-                  .div_(255.0);
+                  .clone();
   ds.labels =
       torch::from_blob(labels.data.data(), {labels.dims[0]}, torch::kUInt8)
           .to(torch::kInt64);

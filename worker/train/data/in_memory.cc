@@ -15,12 +15,17 @@ torch::Tensor IndexTensor(const std::vector<int64_t>& indices) {
 
 }  // namespace
 
-TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets)
-    : inputs_(inputs.contiguous()), targets_(targets.contiguous()) {}
+TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets,
+                             double input_scale)
+    : inputs_(inputs.contiguous()),
+      targets_(targets.contiguous()),
+      input_scale_(input_scale) {}
 
 Batch TensorDataset::Gather(const std::vector<int64_t>& indices) const {
   const torch::Tensor idx = IndexTensor(indices);
-  return {inputs_.index_select(0, idx), targets_.index_select(0, idx)};
+  torch::Tensor inputs = inputs_.index_select(0, idx);
+  if (input_scale_ != 0) inputs = inputs.to(torch::kFloat32).mul_(input_scale_);
+  return {inputs, targets_.index_select(0, idx)};
 }
 
 TokenWindowDataset::TokenWindowDataset(torch::Tensor tokens, int64_t seq_len)

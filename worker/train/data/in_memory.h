@@ -15,8 +15,12 @@ namespace trainctl::train {
 // Row i is (inputs[i], targets[i]). Gather is an index_select per tensor.
 class TensorDataset : public Dataset {
  public:
-  // Both tensors share dim 0; they are made contiguous once here.
-  TensorDataset(torch::Tensor inputs, torch::Tensor targets);
+  // Both tensors share dim 0; they are made contiguous once here. With an
+  // input_scale, inputs are stored as they came (e.g. uint8 pixels, a
+  // quarter of the memory and no conversion pass at load) and each
+  // gathered batch is converted to float32 and multiplied by the scale.
+  TensorDataset(torch::Tensor inputs, torch::Tensor targets,
+                double input_scale = 0);
   int64_t size() const override { return inputs_.size(0); }
   Batch Gather(const std::vector<int64_t>& indices) const override;
 
@@ -26,6 +30,7 @@ class TensorDataset : public Dataset {
  private:
   torch::Tensor inputs_;
   torch::Tensor targets_;
+  double input_scale_;
 };
 
 // Next-token windows over one flat token stream: sample i covers tokens
