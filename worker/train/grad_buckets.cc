@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace trainctl::train {
@@ -19,16 +20,17 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
     : params_(std::move(params)),
       group_(std::move(group)),
       world_size_(world_size),
-      alive_(std::make_shared<bool>(true)) {
+      alive_(std::make_shared<bool>(true)),
+      bucket_of_(params_.size()),
+      ready_(params_.size(), 0) {
   // Assign parameters, last first, to buckets.
-  std::vector<int> bucket_of(params_.size());
   std::vector<int64_t> sizes{0};  // elements per bucket
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
     const int64_t cap = sizes.size() == 1 ? kFirstBucketBytes : bucket_bytes;
     if (sizes.back() > 0 && (sizes.back() + params_[i].numel()) * 4 > cap) {
       sizes.push_back(0);
     }
-    bucket_of[i] = static_cast<int>(sizes.size()) - 1;
+    bucket_of_[i] = static_cast<int>(sizes.size()) - 1;
     sizes.back() += params_[i].numel();
   }
   buckets_.resize(sizes.size());
@@ -37,24 +39,23 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
     const bool last = b + 1 == sizes.size();
     buckets_[b].buffer = torch::zeros({sizes[b] + (last ? 1 : 0)}, options);
   }
-  std::vector<int64_t> offsets(sizes.size(), 0);
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    Bucket& bucket = buckets_[bucket_of[i]];
+    Bucket& bucket = buckets_[bucket_of_[i]];
     torch::Tensor& p = params_[i];
-    p.mutable_grad() =
-        bucket.buffer.narrow(0, offsets[bucket_of[i]], p.numel()).view_as(p);
-    offsets[bucket_of[i]] += p.numel();
-    ++bucket.params;
+    const int64_t offset = bucket.ends.empty() ? 0 : bucket.ends.back();
+    p.mutable_grad() = bucket.buffer.narrow(0, offset, p.numel()).view_as(p);
+    bucket.params.push_back(i);
+    bucket.ends.push_back(offset + p.numel());
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
-    const int b = bucket_of[i];
     std::weak_ptr<bool> alive = alive_;
+    const int index = static_cast<int>(i);
     accumulator->add_post_hook(
         std::make_unique<torch::autograd::utils::LambdaPostHook>(
-            [this, b, alive](const torch::autograd::variable_list& outputs,
-                             const torch::autograd::variable_list&) {
-              if (auto a = alive.lock(); a && *a) OnGradientReady(b);
+            [this, index, alive](const torch::autograd::variable_list& outputs,
+                                 const torch::autograd::variable_list&) {
+              if (auto a = alive.lock(); a && *a) OnGradientReady(index);
               return outputs;
             }));
     accumulators_.push_back(std::move(accumulator));
@@ -65,24 +66,24 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
 GradientBuckets::~GradientBuckets() {
   *alive_ = false;
   for (auto& bucket : buckets_) {
-    if (bucket.work) bucket.work->wait();
+    for (auto& work : bucket.works) work->wait();
   }
 }
 
 void GradientBuckets::ZeroGrad() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& bucket : buckets_) {
-    bucket.buffer.zero_();
-    bucket.pending = bucket.params;
-    bucket.work.reset();
-  }
-  next_launch_ = 0;
+  for (auto& bucket : buckets_) bucket.buffer.zero_();
 }
 
 void GradientBuckets::SetSyncing(bool syncing) {
   std::lock_guard<std::mutex> lock(mu_);
   syncing_ = syncing && group_ && world_size_ > 1;
-  for (auto& bucket : buckets_) bucket.pending = bucket.params;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (auto& bucket : buckets_) {
+    bucket.ready_prefix = 0;
+    bucket.launched = 0;
+    bucket.works.clear();
+  }
   next_launch_ = 0;
 }
 
@@ -91,19 +92,45 @@ void GradientBuckets::SetLoss(double local_loss) {
   last.buffer[last.buffer.numel() - 1] = local_loss;
 }
 
-void GradientBuckets::OnGradientReady(int bucket) {
+void GradientBuckets::OnGradientReady(int param) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!syncing_) return;
-  if (--buckets_[bucket].pending == 0) LaunchReadyLocked();
+  ready_[param] = 1;
+  LaunchReadyLocked(/*flush=*/false);
 }
 
-void GradientBuckets::LaunchReadyLocked() {
-  while (next_launch_ < num_buckets() && buckets_[next_launch_].pending <= 0) {
-    Bucket& bucket = buckets_[next_launch_++];
-    torch::NoGradGuard no_grad;
-    bucket.buffer.div_(world_size_);
-    std::vector<torch::Tensor> tensors{bucket.buffer};
-    bucket.work = group_->allreduce(tensors);
+void GradientBuckets::LaunchChunkLocked(Bucket& bucket, int64_t end) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor chunk = bucket.buffer.narrow(0, bucket.launched, end - bucket.launched);
+  chunk.div_(world_size_);
+  std::vector<torch::Tensor> tensors{chunk};
+  bucket.works.push_back(group_->allreduce(tensors));
+  bucket.launched = end;
+}
+
+void GradientBuckets::LaunchReadyLocked(bool flush) {
+  while (next_launch_ < num_buckets()) {
+    Bucket& bucket = buckets_[next_launch_];
+    // Early chunks of at least 1 MB and a quarter of the bucket: enough to
+    // start a large early gradient, few enough that per-call cost stays low.
+    const int64_t min_chunk = std::max<int64_t>(kFirstBucketBytes / 4,
+                                                bucket.buffer.numel() / 4);
+    const int n = static_cast<int>(bucket.params.size());
+    while (bucket.ready_prefix < n &&
+           (flush || ready_[bucket.params[bucket.ready_prefix]])) {
+      ++bucket.ready_prefix;
+    }
+    if (bucket.ready_prefix < n) {
+      const int64_t ready_end = bucket.ready_prefix == 0
+                                    ? 0
+                                    : bucket.ends[bucket.ready_prefix - 1];
+      if (ready_end - bucket.launched >= min_chunk) {
+        LaunchChunkLocked(bucket, ready_end);
+      }
+      return;  // later buckets wait for this one
+    }
+    LaunchChunkLocked(bucket, bucket.buffer.numel());  // incl. the loss slot
+    ++next_launch_;
   }
 }
 
@@ -117,11 +144,10 @@ double GradientBuckets::Finish(double* exposed_seconds) {
       return last.buffer[last.buffer.numel() - 1].item<double>();
     }
     // Parameters that got no gradient this step never fired their hook.
-    for (auto& bucket : buckets_) bucket.pending = 0;
-    LaunchReadyLocked();
+    LaunchReadyLocked(/*flush=*/true);
   }
   for (auto& bucket : buckets_) {
-    if (bucket.work) bucket.work->wait();
+    for (auto& work : bucket.works) work->wait();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -17,11 +17,17 @@ namespace trainctl::train {
 // first one smaller, so communication starts early). Each parameter's .grad
 // is a view into its bucket, so autograd accumulates straight into the
 // buffer and nothing is copied. A hook after each parameter's gradient
-// accumulation counts down its bucket; a complete bucket is divided by the
-// world size and all-reduced asynchronously while backward goes on. Buckets
-// launch strictly in index order so every rank issues the same collectives
-// in the same order. One extra slot at the end of the last bucket carries
-// the step's loss, so the loss reduction costs no collective of its own.
+// accumulation marks it ready; as soon as a bucket's ready prefix holds at
+// least max(1 MB, a quarter of the bucket) not yet sent (or the bucket is
+// complete), that chunk is divided
+// by the world size and all-reduced asynchronously while backward goes on.
+// A large layer whose gradient is ready early (a CNN's dense layer) thus
+// travels while the convolutions still compute, whatever the bucket size.
+// Buckets, and chunks within a bucket, launch strictly in order: autograd
+// on a given graph fires the hooks in the same order on every rank, so every
+// rank issues the same collectives in the same order. One extra slot at the
+// end of the last bucket carries the step's loss, so the loss reduction
+// costs no collective of its own.
 //
 // Per optimizer step: ZeroGrad(); for each micro-batch forward, then
 // SetSyncing(last micro-batch) and, on the last, SetLoss(); backward; then
@@ -55,13 +61,17 @@ class GradientBuckets {
  private:
   struct Bucket {
     torch::Tensor buffer;
-    int params = 0;  // parameters in the bucket
-    int pending = 0;
-    c10::intrusive_ptr<c10d::Work> work;
+    std::vector<int> params;      // parameter indices, in buffer order
+    std::vector<int64_t> ends;    // buffer offset where each one ends
+    int ready_prefix = 0;         // leading params whose gradient is ready
+    int64_t launched = 0;         // elements already sent
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
   };
 
-  void OnGradientReady(int bucket);
-  void LaunchReadyLocked();
+  void OnGradientReady(int param);
+  // Sends what is ready, in order; `flush` sends every bucket whole.
+  void LaunchReadyLocked(bool flush);
+  void LaunchChunkLocked(Bucket& bucket, int64_t end);
 
   std::vector<torch::Tensor> params_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
@@ -72,8 +82,10 @@ class GradientBuckets {
   // Hooks outlive this object inside autograd; they check this flag.
   std::shared_ptr<bool> alive_;
   std::mutex mu_;
-  bool syncing_ = false;  // GUARDED_BY(mu_)
-  int next_launch_ = 0;   // GUARDED_BY(mu_)
+  std::vector<int> bucket_of_;       // parameter -> bucket
+  std::vector<char> ready_;          // GUARDED_BY(mu_), per parameter
+  bool syncing_ = false;             // GUARDED_BY(mu_)
+  int next_launch_ = 0;              // GUARDED_BY(mu_): bucket being sent
 };
 
 }  // namespace trainctl::train
