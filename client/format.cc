@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/names.h"
 #include "absl/strings/str_replace.h"
 
 namespace trainctl::client {
@@ -49,34 +50,10 @@ bool IsFinalState(v1::JobState state) {
          state == v1::JOB_STATE_CANCELLED;
 }
 
-std::string StateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED:
-      return "QUEUED";
-    case v1::JOB_STATE_RUNNING:
-      return "RUNNING";
-    case v1::JOB_STATE_SUCCEEDED:
-      return "SUCCEEDED";
-    case v1::JOB_STATE_FAILED:
-      return "FAILED";
-    case v1::JOB_STATE_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNKNOWN";
-  }
-}
+std::string StateName(v1::JobState state) { return JobStateName(state); }
 
 std::string RankStateName(v1::RankState state) {
-  switch (state) {
-    case v1::RANK_STATE_ASSIGNED:
-      return "ASSIGNED";
-    case v1::RANK_STATE_RUNNING:
-      return "RUNNING";
-    case v1::RANK_STATE_EXITED:
-      return "EXITED";
-    default:
-      return "UNKNOWN";
-  }
+  return trainctl::RankStateName(state);
 }
 
 absl::StatusOr<v1::JobState> ParseStateName(const std::string& name) {

@@ -1,6 +1,7 @@
 #include "coordinator/job_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/names.h"
 
 namespace trainctl::coordinator {
 
@@ -27,21 +28,6 @@ absl::Status CheckTransition(v1::JobState from, v1::JobState to) {
       "job cannot go from ", StateName(from), " to ", StateName(to)));
 }
 
-const char* StateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED:
-      return "QUEUED";
-    case v1::JOB_STATE_RUNNING:
-      return "RUNNING";
-    case v1::JOB_STATE_SUCCEEDED:
-      return "SUCCEEDED";
-    case v1::JOB_STATE_FAILED:
-      return "FAILED";
-    case v1::JOB_STATE_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNSPECIFIED";
-  }
-}
+std::string StateName(v1::JobState state) { return JobStateName(state); }
 
 }  // namespace trainctl::coordinator

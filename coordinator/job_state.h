@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "trainctl/v1/jobs.pb.h"
 
@@ -17,6 +19,6 @@ bool IsFinal(v1::JobState state);
 absl::Status CheckTransition(v1::JobState from, v1::JobState to);
 
 // "QUEUED", "RUNNING", ... (the enum name without its prefix).
-const char* StateName(v1::JobState state);
+std::string StateName(v1::JobState state);
 
 }  // namespace trainctl::coordinator

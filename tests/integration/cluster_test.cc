@@ -17,17 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 using std::chrono::seconds;
 
-// The id printed by `trainctl submit` ("job-N" somewhere in its output).
-std::string JobIdFrom(const std::string& output) {
-  const size_t at = output.find("job-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 4;
-  while (end < output.size() && isdigit(static_cast<unsigned char>(output[end]))) {
-    ++end;
-  }
-  return output.substr(at, end - at);
-}
-
 // Whether `pid` is a live rank process (a zombie, or a reused pid running
 // something else, is not).
 bool IsRankProcess(pid_t pid) {

@@ -12,16 +12,6 @@ namespace {
 
 using std::chrono::seconds;
 
-std::string JobIdFrom(const std::string& output) {
-  const size_t at = output.find("job-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 4;
-  while (end < output.size() && isdigit(static_cast<unsigned char>(output[end]))) {
-    ++end;
-  }
-  return output.substr(at, end - at);
-}
-
 v1::Job RunExample(LocalCluster& cluster, const std::string& name) {
   const std::string path = std::string(TRAINCTL_SOURCE_DIR) + "/examples/" + name;
   CliResult submit = cluster.Cli({"submit", path, "--follow"}, seconds(1500));

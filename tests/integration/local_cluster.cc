@@ -258,6 +258,17 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
   return found;
 }
 
+std::string JobIdFrom(const std::string& output) {
+  const size_t at = output.find("job-");
+  if (at == std::string::npos) return "";
+  size_t end = at + 4;
+  while (end < output.size() &&
+         isdigit(static_cast<unsigned char>(output[end]))) {
+    ++end;
+  }
+  return output.substr(at, end - at);
+}
+
 std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
                          const std::string& extra) {
   const std::string data = "/usr/share/datasets/fashion-mnist/";

@@ -94,6 +94,9 @@ class LocalCluster {
 // PIDs of live processes whose command line contains every one of `parts`.
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
 
+// The job id ("job-N") printed by `trainctl submit`, or "" if none.
+std::string JobIdFrom(const std::string& output);
+
 // Spec for a small Fashion-MNIST MLP job; `extra` is appended verbatim.
 std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
                          const std::string& extra = "");

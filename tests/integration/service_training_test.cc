@@ -15,16 +15,6 @@ namespace {
 using ::testing::HasSubstr;
 using std::chrono::seconds;
 
-std::string JobIdFrom(const std::string& output) {
-  const size_t at = output.find("job-");
-  if (at == std::string::npos) return "";
-  size_t end = at + 4;
-  while (end < output.size() && isdigit(static_cast<unsigned char>(output[end]))) {
-    ++end;
-  }
-  return output.substr(at, end - at);
-}
-
 class ServiceTrainingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
