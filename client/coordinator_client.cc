@@ -21,7 +21,7 @@ CoordinatorClient::CoordinatorClient(std::string address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 4000);
-  // TODO(tls): switch to TLS credentials once the coordinator serves TLS.
+  // Plaintext: the coordinator serves no TLS yet (the security issue).
   channel_ = grpc::CreateCustomChannel(
       address_, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Jobs::NewStub(channel_);
