@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -79,6 +80,10 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 absl::StatusOr<int> CoordinatorServer::Start() {
   RETURN_IF_ERROR(jobs_.Recover());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // grpc.health.v1.Health (libgrpc++'s built-in implementation): what the
+  // Kubernetes `grpc:` probes and load balancers ask. The server starts only
+  // after Recover() succeeded, so SERVING means the jobs are loaded.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
@@ -94,6 +99,14 @@ absl::StatusOr<int> CoordinatorServer::Start() {
         "cannot listen on ", options_.listen,
         " (address in use, or not an address of this host?)"));
   }
+  // "" (the whole server) is SERVING from the start; name each service too,
+  // so a check for one of them is answered rather than NOT_FOUND.
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  for (const char* service :
+       {v1::Jobs::service_full_name(), v1::Workers::service_full_name(),
+        v1::Rendezvous::service_full_name()}) {
+    health->SetServingStatus(service, true);
+  }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;
   return port;
@@ -101,6 +114,9 @@ absl::StatusOr<int> CoordinatorServer::Start() {
 
 void CoordinatorServer::Shutdown() {
   if (stopping_.exchange(true)) return;
+  // NOT_SERVING for every service at once, so probes and balancers stop
+  // sending work during the shutdown grace below; Check calls still answer.
+  if (server_) server_->GetHealthCheckService()->Shutdown();
   {
     std::lock_guard<std::mutex> lock(lease_mu_);
   }

@@ -12,12 +12,40 @@
 #include "common/log.h"
 #include "coordinator/coordinator_server.h"
 
+// Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
+// so instead of guessing.
+#ifndef TRAINCTL_GRPC_VERSION
+#define TRAINCTL_GRPC_VERSION "unknown"
+#endif
+#ifndef TRAINCTL_PROTOBUF_VERSION
+#define TRAINCTL_PROTOBUF_VERSION "unknown"
+#endif
+
+namespace {
+
+// What --version prints: this build and the libraries it was compiled with.
+constexpr char kVersionText[] =
+    "trainctl-coordinator " TRAINCTL_VERSION
+    "\n"
+    "  gRPC " TRAINCTL_GRPC_VERSION
+    "\n"
+    "  Protobuf " TRAINCTL_PROTOBUF_VERSION
+    "\n"
+    "  LibTorch, CUDA, NCCL: not linked (only trainctl-worker trains; see "
+    "`trainctl-worker --version`)";
+
+}  // namespace
+
 int main(int argc, char** argv) {
   trainctl::coordinator::CoordinatorOptions options;
   options.state_dir = trainctl::coordinator::DefaultStateDir();
   std::string port_file;
   CLI::App app{"trainctl-coordinator: queues training jobs, assigns ranks to "
                "workers, serves rendezvous and streams metrics."};
+  app.set_version_flag("--version", kVersionText);
+  app.footer(
+      "\nServes trainctl.v1.{Jobs,Workers,Rendezvous}, gRPC reflection and "
+      "grpc.health.v1.Health on --listen.");
   app.add_option("--listen", options.listen,
                  "HOST:PORT to serve gRPC on; port 0 picks a free port")
       ->capture_default_str();

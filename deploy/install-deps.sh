@@ -17,7 +17,16 @@ packages=(
   # fortunes: text for the character-GPT example; python3-torch: the
   # TorchScript export example and the DDP peer of the benchmarks.
   fortunes python3-torch
+  # The deploy tests (tests/deploy, label deploy): YAML and the gRPC health
+  # check from Python, the Slurm script's lint, systemd-analyze for the units.
+  python3-yaml python3-grpcio shellcheck systemd
 )
+
+# The Kubernetes manifest test validates with a pinned npm package: Debian's
+# node and npm, unless a node with its own npm (e.g. NodeSource) is there.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -16,7 +16,41 @@
 #include "worker/agent/agent.h"
 #include "worker/train/rank_main.h"
 
+// Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
+// so instead of guessing. An empty CUDA version means a CPU-only LibTorch.
+#ifndef TRAINCTL_GRPC_VERSION
+#define TRAINCTL_GRPC_VERSION "unknown"
+#endif
+#ifndef TRAINCTL_PROTOBUF_VERSION
+#define TRAINCTL_PROTOBUF_VERSION "unknown"
+#endif
+#ifndef TRAINCTL_TORCH_VERSION
+#define TRAINCTL_TORCH_VERSION "unknown"
+#endif
+#ifndef TRAINCTL_CUDA_VERSION
+#define TRAINCTL_CUDA_VERSION ""
+#endif
+#ifndef TRAINCTL_NCCL_VERSION
+#define TRAINCTL_NCCL_VERSION ""
+#endif
+
 namespace {
+
+// What --version prints: this build and the libraries it was compiled with.
+std::string VersionText() {
+  const std::string cuda = TRAINCTL_CUDA_VERSION;
+  const std::string accelerator =
+      cuda.empty() ? "CPU only (LibTorch without CUDA; collectives use Gloo)"
+                   : "CUDA " + cuda + ", NCCL " + TRAINCTL_NCCL_VERSION;
+  return std::string("trainctl-worker ") + TRAINCTL_VERSION +
+         "\n"
+         "  LibTorch " TRAINCTL_TORCH_VERSION
+         "\n"
+         "  gRPC " TRAINCTL_GRPC_VERSION
+         "\n"
+         "  Protobuf " TRAINCTL_PROTOBUF_VERSION "\n  " +
+         accelerator;
+}
 
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {};
@@ -47,6 +81,10 @@ int main(int argc, char** argv) {
                "with the coordinator and runs one rank process per assigned "
                "slot.\n\nExample:\n  trainctl-worker --coordinator "
                "head:7070 --slots 2 --name node-a"};
+  app.set_version_flag("--version", VersionText());
+  app.footer(
+      "\nThe worker serves no port: it is alive while this process runs, "
+      "and `trainctl workers` shows whether the coordinator hears it.");
   app.add_option("--coordinator", options.coordinator,
                  "coordinator address HOST:PORT")
       ->capture_default_str()

@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Static checks of deploy/docker/Dockerfile.{cpu,cuda} and deploy/compose.yaml.
+
+Docker cannot run on the build machines, so this reads the files instead:
+  * every FROM names an image with an explicit tag that is not `latest`
+    (an ARG in the tag is resolved from its default), and names its stage;
+  * each file has a build stage and a final stage, COPY --from names an
+    earlier stage, and the final stage switches to a USER that is not root;
+  * each has a <Dockerfile>.dockerignore keeping .git and build trees out
+    of the context;
+  * compose.yaml parses, has a coordinator and two workers, every service's
+    image is the CPU image the coordinator builds, the coordinator listens
+    beyond loopback inside its container, and each worker points at the
+    coordinator's service name and port and has a unique --name.
+Exits non-zero with one line per problem.
+"""
+
+import os
+import re
+import shlex
+import sys
+
+import yaml
+
+SOURCE = os.environ.get("TRAINCTL_SOURCE_DIR",
+                        os.path.join(os.path.dirname(__file__), "..", ".."))
+problems = []
+
+
+def problem(where, text):
+    problems.append(f"{where}: {text}")
+
+
+def logical_lines(path):
+    """Dockerfile instructions with continuations joined, comments dropped."""
+    lines, current = [], ""
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if not current and line.lstrip().startswith("#"):
+                continue
+            if line.endswith("\\"):
+                current += line[:-1] + " "
+                continue
+            current += line
+            if current.strip():
+                lines.append(current.strip())
+            current = ""
+    if current.strip():
+        lines.append(current.strip())
+    return lines
+
+
+def check_dockerfile(name):
+    before = len(problems)
+    path = os.path.join(SOURCE, "deploy", "docker", name)
+    args = {}          # ARG defaults declared before the first FROM
+    stages = []        # stage names, in order
+    user = {}          # stage -> last USER
+    for line in logical_lines(path):
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "ARG" and not stages:
+            key, _, value = rest.partition("=")
+            args[key.strip()] = value.strip().strip('"')
+        elif keyword == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--")]
+            if len(words) != 3 or words[1].upper() != "AS":
+                problem(name, f"FROM without a stage name: {line}")
+                continue
+            image = re.sub(r"\$\{(\w+)\}",
+                           lambda m: args.get(m.group(1), "<unset>"), words[0])
+            if "<unset>" in image:
+                problem(name, f"FROM uses an ARG with no default: {line}")
+            repo, _, tag = image.rpartition(":")
+            if not repo or "/" in tag:
+                problem(name, f"image without a tag: {image}")
+            elif tag == "latest":
+                problem(name, f"image tagged latest: {image}")
+            stages.append(words[2])
+        elif keyword == "COPY" and "--from=" in rest:
+            source = re.search(r"--from=(\S+)", rest).group(1)
+            if source not in stages[:-1]:
+                problem(name, f"COPY --from={source} names no earlier stage")
+        elif keyword == "USER" and stages:
+            user[stages[-1]] = rest.strip()
+    ignore = path + ".dockerignore"
+    patterns = open(ignore).read().split() if os.path.exists(ignore) else []
+    if not {".git", "build", "build-*"} <= set(patterns):
+        problem(name, f"{os.path.basename(ignore)} must keep .git and the "
+                "build trees out of the context (the repository root)")
+    if len(stages) < 2:
+        problem(name, f"not a multi-stage build (stages: {stages})")
+        return
+    final_user = user.get(stages[-1])
+    if final_user is None:
+        problem(name, f"final stage {stages[-1]} runs as root (no USER)")
+    elif final_user.split(":")[0] in ("root", "0"):
+        problem(name, f"final stage {stages[-1]} has USER {final_user}")
+    if len(problems) == before:
+        print(f"ok: {name}: stages {stages}, final USER {final_user}")
+
+
+def flag(command, name):
+    """The value after `name` in an argv list, or None."""
+    if name in command:
+        i = command.index(name)
+        return command[i + 1] if i + 1 < len(command) else None
+    return None
+
+
+def check_compose():
+    before = len(problems)
+    path = os.path.join(SOURCE, "deploy", "compose.yaml")
+    with open(path, encoding="utf-8") as f:
+        compose = yaml.safe_load(f)
+    services = compose.get("services", {})
+    coordinator = services.get("coordinator")
+    workers = {k: v for k, v in services.items() if k.startswith("worker")}
+    if coordinator is None or len(workers) != 2:
+        problem("compose.yaml",
+                f"want a coordinator and two workers, have {sorted(services)}")
+        return
+    build = coordinator.get("build", {})
+    if build.get("dockerfile") != "deploy/docker/Dockerfile.cpu":
+        problem("compose.yaml", "coordinator does not build Dockerfile.cpu")
+    elif not os.path.isfile(os.path.join(os.path.dirname(path),
+                                         build.get("context", "."),
+                                         build["dockerfile"])):
+        problem("compose.yaml", "build context + dockerfile is not a file")
+    image = coordinator.get("image")
+    command = coordinator.get("command", [])
+    if not command or command[0] != "trainctl-coordinator":
+        problem("compose.yaml", f"coordinator command is {command}")
+    listen = flag(command, "--listen") or ""
+    if not listen.startswith("0.0.0.0:"):
+        problem("compose.yaml", f"coordinator --listen {listen!r} is not "
+                "reachable from the workers' containers")
+    port = listen.rpartition(":")[2]
+    names = set()
+    for name, worker in workers.items():
+        if worker.get("image") != image:
+            problem("compose.yaml", f"{name} image {worker.get('image')} "
+                    f"is not the coordinator's {image}")
+        wcommand = worker.get("command", [])
+        if isinstance(wcommand, str):
+            wcommand = shlex.split(wcommand)
+        if not wcommand or wcommand[0] != "trainctl-worker":
+            problem("compose.yaml", f"{name} command is {wcommand}")
+        target = flag(wcommand, "--coordinator") or \
+            worker.get("environment", {}).get("TRAINCTL_COORDINATOR")
+        if target != f"coordinator:{port}":
+            problem("compose.yaml", f"{name} dials {target}, not "
+                    f"coordinator:{port}")
+        if "coordinator" not in (worker.get("depends_on") or []):
+            problem("compose.yaml", f"{name} does not depend on coordinator")
+        wname = flag(wcommand, "--name")
+        if not wname or wname in names:
+            problem("compose.yaml", f"{name}: missing or repeated --name")
+        names.add(wname)
+    if len(problems) == before:
+        print(f"ok: compose.yaml: coordinator + {sorted(workers)} on {image}")
+
+
+check_dockerfile("Dockerfile.cpu")
+check_dockerfile("Dockerfile.cuda")
+check_compose()
+if problems:
+    print("\n".join("FAIL: " + p for p in problems), file=sys.stderr)
+    sys.exit(1)
