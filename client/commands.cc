@@ -16,6 +16,7 @@
 #include "client/coordinator_client.h"
 #include "client/format.h"
 #include "client/render.h"
+#include "client/version_command.h"
 #include "client/watch.h"
 #include "common/spec.h"
 
@@ -89,14 +90,15 @@ int WatchUntilDone(Env& env, const std::string& job_id, int64_t total_steps) {
   return ExitCodeForState(*final_state);
 }
 
-int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run) {
+int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run,
+              const std::string& resume_from) {
   absl::StatusOr<std::string> text = ReadSpecFile(path);
   if (!text.ok()) {
     env.err << "trainctl: " << text.status().message() << "\n";
     return kExitUsage;
   }
   absl::StatusOr<v1::SubmitJobResponse> response =
-      env.client->SubmitJob(*text, dry_run);
+      env.client->SubmitJob(*text, dry_run, resume_from);
   if (!response.ok()) {
     if (response.status().code() == absl::StatusCode::kInvalidArgument) {
       env.err << RenderSpecErrors(path,
@@ -177,6 +179,15 @@ int CmdWatch(Env& env, const std::string& job_id) {
   return WatchUntilDone(env, job_id, job->total_steps());
 }
 
+int CmdCheckpoints(Env& env, const std::string& job_id) {
+  absl::StatusOr<v1::ListCheckpointsResponse> response =
+      env.client->ListCheckpoints(job_id);
+  if (!response.ok()) return Fail(env, response.status());
+  env.out << (env.json ? ToJson(*response, /*pretty=*/true) + "\n"
+                       : RenderCheckpointTable(*response, env.ctx));
+  return kExitOk;
+}
+
 int CmdWorkers(Env& env) {
   absl::StatusOr<v1::ListWorkersResponse> response = env.client->ListWorkers();
   if (!response.ok()) return Fail(env, response.status());
@@ -229,16 +240,21 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
       submit->add_flag("-f,--follow", follow, "Watch the job until it ends");
   submit->add_flag("--dry-run", dry_run, "Validate and print the resolved spec")
       ->excludes(follow_opt);
+  std::string resume_from;
+  submit->add_option("--resume-from", resume_from,
+                     "Start from a checkpoint: JOB (its latest) or JOB:STEP");
   submit->footer(
       "\nExamples:\n  trainctl submit examples/mnist.yaml\n"
       "  trainctl submit examples/mnist.yaml --follow\n"
-      "  trainctl submit --dry-run examples/mnist.yaml");
+      "  trainctl submit --dry-run examples/mnist.yaml\n"
+      "  trainctl submit examples/mnist.yaml --resume-from job-7:1800");
 
   std::vector<std::string> states;
   CLI::App* list = app.add_subcommand("list", "List jobs");
   list->add_option("--state", states,
-                   "Only jobs in these states (queued, running, succeeded, "
-                   "failed, cancelled; comma-separated or repeated)")
+                   "Only jobs in these states (queued, running, restarting, "
+                   "succeeded, failed, cancelled; comma-separated or "
+                   "repeated)")
       ->delimiter(',');
   list->footer("\nExample:\n  trainctl list --state queued,running");
 
@@ -260,8 +276,17 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
       "\nExamples:\n  trainctl watch JOB_ID\n"
       "  trainctl watch JOB_ID --output json | jq .metric");
 
+  CLI::App* checkpoints =
+      app.add_subcommand("checkpoints", "List a job's checkpoints");
+  checkpoints->add_option("JOB", job_id, "Job id")->required();
+  checkpoints->footer(
+      "\nExamples:\n  trainctl checkpoints JOB_ID\n"
+      "  trainctl submit job.yaml --resume-from JOB_ID:STEP");
+
   CLI::App* workers = app.add_subcommand("workers", "List registered workers");
   workers->footer("\nExample:\n  trainctl workers");
+
+  CLI::App* version = AddVersionCommand(app);
 
   try {
     app.parse(argc, argv);
@@ -270,6 +295,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
   }
 
+  if (version->parsed()) return PrintVersion(out);
+
   CoordinatorClient client(ResolveCoordinatorAddress(
       coordinator, std::getenv("TRAINCTL_COORDINATOR")));
   RenderContext ctx;
@@ -277,7 +304,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   ctx.tz = absl::LocalTimeZone();
   Env env{&client, out, err, output == "json", ctx};
 
-  if (submit->parsed()) return CmdSubmit(env, spec_path, follow, dry_run);
+  if (submit->parsed()) {
+    return CmdSubmit(env, spec_path, follow, dry_run, resume_from);
+  }
+  if (checkpoints->parsed()) return CmdCheckpoints(env, job_id);
   if (list->parsed()) return CmdList(env, states);
   if (status->parsed()) return CmdStatus(env, job_id);
   if (cancel->parsed()) return CmdCancel(env, job_id, cancel_reason);

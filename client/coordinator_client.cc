@@ -32,15 +32,30 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* context) const {
 }
 
 absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
-    const std::string& spec_text, bool dry_run) {
+    const std::string& spec_text, bool dry_run,
+    const std::string& resume_from) {
   v1::SubmitJobRequest request;
   request.set_spec_text(spec_text);
   request.set_dry_run(dry_run);
+  request.set_resume_from(resume_from);
   v1::SubmitJobResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
   absl::Status status =
       FromGrpcStatus(stub_->SubmitJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::ListCheckpointsResponse> CoordinatorClient::ListCheckpoints(
+    const std::string& job_id) {
+  v1::ListCheckpointsRequest request;
+  request.set_job_id(job_id);
+  v1::ListCheckpointsResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(stub_->ListCheckpoints(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }

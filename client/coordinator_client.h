@@ -26,14 +26,18 @@ class CoordinatorClient {
 
   const std::string& address() const { return address_; }
 
-  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(const std::string& spec_text,
-                                                  bool dry_run);
+  // resume_from: "JOB" or "JOB:STEP" (empty: start fresh).
+  absl::StatusOr<v1::SubmitJobResponse> SubmitJob(
+      const std::string& spec_text, bool dry_run,
+      const std::string& resume_from = "");
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(
       const std::vector<v1::JobState>& states);
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id,
                                     const std::string& reason);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+  absl::StatusOr<v1::ListCheckpointsResponse> ListCheckpoints(
+      const std::string& job_id);
 
   // Streams the job's events with seq >= from_seq to on_event until the
   // server ends the stream; returns the stream's final status. No deadline:

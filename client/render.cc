@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -80,7 +81,9 @@ std::string FormatProgress(const v1::Job& job) {
 }
 
 std::string JobReason(const v1::Job& job) {
-  if (job.state() == v1::JOB_STATE_QUEUED && !job.pending_reason().empty()) {
+  if ((job.state() == v1::JOB_STATE_QUEUED ||
+       job.state() == v1::JOB_STATE_RESTARTING) &&
+      !job.pending_reason().empty()) {
     return job.pending_reason();
   }
   return job.reason();
@@ -104,11 +107,22 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   out += Field("Job", job.id());
   out += Field("Name", job.spec().name());
   out += Field("State", StateName(job.state()));
-  if (job.state() == v1::JOB_STATE_QUEUED && !job.pending_reason().empty()) {
+  if ((job.state() == v1::JOB_STATE_QUEUED ||
+       job.state() == v1::JOB_STATE_RESTARTING) &&
+      !job.pending_reason().empty()) {
     out += Field("Waiting", job.pending_reason());
   }
   if (!job.reason().empty()) out += Field("Reason", job.reason());
-  out += Field("Generation", absl::StrCat(job.generation()));
+  out += Field("Generation",
+               absl::StrCat(job.generation(), " (", job.world_size(),
+                            " ranks), restarts ", job.restarts(), " of ",
+                            job.spec().fault_tolerance().max_restarts()));
+  if (!job.resume_from().path().empty()) {
+    out += Field("Resumed from",
+                 absl::StrCat(job.resume_from().job_id(), " step ",
+                              job.resume_from().step(), " (",
+                              job.resume_from().path(), ")"));
+  }
   out += Field("Created", TimeWithAge(job.created_unix_ms(), ctx));
   out += Field("Started", TimeWithAge(job.started_unix_ms(), ctx));
   out += Field("Finished", TimeWithAge(job.finished_unix_ms(), ctx));
@@ -169,6 +183,27 @@ std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
   }
   return RenderTable(
       {"NAME", "HOST", "SLOTS", "DEVICES", "LAST HEARTBEAT", "RUNNING"}, rows);
+}
+
+std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
+                                  const RenderContext& ctx) {
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Checkpoint& c : response.checkpoints()) {
+    std::vector<std::string> eval;
+    for (const auto& [name, value] : c.metrics()) {
+      eval.push_back(absl::StrFormat("%s=%.4g", name, value));
+    }
+    std::sort(eval.begin(), eval.end());
+    rows.push_back({absl::StrCat(c.step()), absl::StrCat(c.epoch()),
+                    absl::StrCat(c.samples_in_epoch()),
+                    absl::StrCat(c.world_size()),
+                    absl::StrFormat("%.1f MB", c.bytes() / 1e6),
+                    FormatAge(c.created_unix_ms(), ctx.now_unix_ms),
+                    eval.empty() ? "-" : absl::StrJoin(eval, " "), c.path()});
+  }
+  return RenderTable({"STEP", "EPOCH", "SAMPLES", "RANKS", "SIZE", "AGE",
+                      "EVAL", "PATH"},
+                     rows);
 }
 
 std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,

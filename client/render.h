@@ -31,6 +31,10 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx);
 // `workers`: NAME HOST SLOTS DEVICES LAST HEARTBEAT RUNNING.
 std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
                               const RenderContext& ctx);
+
+// STEP EPOCH SAMPLES RANKS SIZE AGE EVAL PATH, oldest first.
+std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
+                                  const RenderContext& ctx);
 // One line (no newline) for a watch event. total_steps (0 if unknown) is
 // shown next to the step of train metrics.
 std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,

@@ -184,6 +184,44 @@ void ReadTraining(SpecReader& top, v1::TrainingSpec* t, Errors* errors) {
   s.RejectUnknown();
 }
 
+void ReadCheckpoint(SpecReader& top, v1::CheckpointSpec* c, Errors* errors) {
+  SpecReader s(top.Child("checkpoint"), "checkpoint", errors);
+  c->set_dir(s.String("dir", ""));
+  if (!c->dir().empty() && c->dir().front() != '/') {
+    s.Error(s.Path("dir"), "must be an absolute path (ranks run in the worker's "
+                   "directory, not yours)");
+  }
+  c->set_every_steps(s.Int("every_steps", 0, 0, 1'000'000'000));
+  c->set_keep_last(s.Int("keep_last", 0, 0, 1'000'000));
+  c->set_keep_best_by(s.String("keep_best_by", ""));
+  const std::string& best = c->keep_best_by();
+  const bool lower_is_better = best.find("loss") != std::string::npos ||
+                               best.find("perplexity") != std::string::npos ||
+                               best.find("error") != std::string::npos;
+  c->set_keep_best_mode(s.Choice("keep_best_mode", lower_is_better ? "min" : "max",
+                                 {"min", "max"}, "mode"));
+  s.RejectUnknown();
+}
+
+void ReadFaultTolerance(SpecReader& top, int ranks,
+                        v1::FaultToleranceSpec* f, Errors* errors) {
+  SpecReader s(top.Child("fault_tolerance"), "fault_tolerance", errors);
+  f->set_max_restarts(s.Int("max_restarts", 3, 0, 1'000'000));
+  f->set_min_workers(s.Int("min_workers", ranks, 1, kMaxRanks));
+  f->set_max_workers(s.Int("max_workers", ranks, 1, kMaxRanks));
+  f->set_hang_timeout_s(s.Double("hang_timeout_s", 60.0, 0.5, 86'400.0));
+  f->set_elastic(s.Bool("elastic", false));
+  if (f->min_workers() > ranks) {
+    s.Error(s.Path("min_workers"), absl::StrCat(f->min_workers(), " is more than ranks (",
+                                        ranks, ")"));
+  }
+  if (f->max_workers() < ranks) {
+    s.Error(s.Path("max_workers"), absl::StrCat(f->max_workers(),
+                                        " is fewer than ranks (", ranks, ")"));
+  }
+  s.RejectUnknown();
+}
+
 // Rules that span several sections.
 void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   const auto& t = spec.training();
@@ -219,6 +257,17 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   if (t.local_sgd_steps() > 0 && t.grad_accum_steps() > 1) {
     errors->push_back(
         "training.local_sgd_steps: cannot be combined with grad_accum_steps");
+  }
+  const auto& c = spec.checkpoint();
+  if (c.dir().empty() && (c.every_steps() > 0 || c.keep_last() > 0 ||
+                          !c.keep_best_by().empty())) {
+    errors->push_back("checkpoint.dir: is required when checkpoints are "
+                      "configured");
+  }
+  if (spec.fault_tolerance().elastic() &&
+      spec.fault_tolerance().max_workers() == spec.ranks()) {
+    errors->push_back("fault_tolerance.elastic: needs max_workers above ranks "
+                      "to have room to grow");
   }
   if (spec.optimizer().relative_step() && spec.optimizer().type() != "adafactor") {
     errors->push_back("optimizer.relative_step: only for type adafactor");
@@ -256,6 +305,8 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   ReadOptimizer(top, spec.mutable_optimizer(), &errors);
   ReadScheduler(top, spec.mutable_scheduler(), &errors);
   ReadTraining(top, spec.mutable_training(), &errors);
+  ReadCheckpoint(top, spec.mutable_checkpoint(), &errors);
+  ReadFaultTolerance(top, spec.ranks(), spec.mutable_fault_tolerance(), &errors);
   const bool lm = spec.model().type() == "gpt" ||
                   spec.data().format() == "tokens" ||
                   spec.data().format() == "text";

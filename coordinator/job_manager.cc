@@ -38,14 +38,23 @@ JobManager::JobManager(const Clock& clock, EventHub& events,
       rendezvous_(rendezvous),
       store_(store),
       heartbeat_interval_ms_(heartbeat_interval_ms),
-      registry_(clock, lease_ms) {}
+      registry_(clock, lease_ms),
+      // Long enough for agents to notice the outage and reconnect (their
+      // backoff tops out at 5 s) with a lease to spare.
+      reattach_grace_ms_(2 * lease_ms + 5'000) {}
 
 absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
-                                           bool dry_run) {
+                                           bool dry_run,
+                                           const std::string& resume_from) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
   if (!spec.ok()) return spec.status();
   v1::Job job;
   *job.mutable_spec() = *std::move(spec);
+  if (!resume_from.empty()) {
+    absl::StatusOr<v1::Checkpoint> from = FindCheckpoint(resume_from);
+    if (!from.ok()) return from.status();
+    *job.mutable_resume_from() = *std::move(from);
+  }
   if (dry_run) {
     // The data may live only on the workers; then the steps stay unknown.
     absl::StatusOr<int64_t> steps = TotalSteps(job.spec());
@@ -139,6 +148,7 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
       return absl::FailedPreconditionError(absl::StrCat(
           "job ", job_id, " already ended ", StateName(job->state())));
     }
+    // During RESTARTING too: a cancel always wins over a pending restart.
     EndJobLocked(*job, v1::JOB_STATE_CANCELLED,
                  reason.empty() ? "cancelled by user" : reason, &outbox);
     SaveLocked().IgnoreError();
@@ -164,7 +174,10 @@ absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
     hello.mutable_registered()->set_worker_name(info.name());
     hello.mutable_registered()->set_heartbeat_interval_ms(
         heartbeat_interval_ms_);
+    Outbox cancels;
+    ReattachRanksLocked(info, link, hello.mutable_registered(), &cancels);
     outbox.push_back({link, std::move(hello)});
+    outbox.insert(outbox.end(), cancels.begin(), cancels.end());
     ScheduleLocked(&outbox);
     SaveLocked().IgnoreError();
   }
@@ -201,6 +214,8 @@ void JobManager::CheckLeases() {
       LoseWorkerLocked(name, nullptr, "its lease expired (no heartbeat)",
                        &outbox);
     }
+    CheckHangsLocked(&outbox);
+    CheckReattachLocked(&outbox);
     SaveLocked().IgnoreError();
   }
   for (auto& link : expired_links) link->Disconnect();
@@ -231,6 +246,14 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
     }
     registry_.Release(worker, {status.job_id(), status.generation(),
                                status.rank()});
+    if (status.generation() == job.generation()) {
+      for (int i = 0; i < job.progress_size(); ++i) {
+        if (job.progress(i).rank() == status.rank()) {
+          job.mutable_progress()->DeleteSubrange(i, 1);
+          break;
+        }
+      }
+    }
     if (current) {
       rank->set_state(v1::RANK_STATE_EXITED);
       rank->set_exit_code(status.exit_code());
@@ -243,7 +266,7 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
         if (!status.message().empty()) {
           absl::StrAppend(&why, ": ", status.message());
         }
-        EndJobLocked(job, v1::JOB_STATE_FAILED, why, &outbox);
+        EndGenerationLocked(job, why, /*counted=*/true, &outbox);
       } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
                              [](const v1::RankInfo& r) {
                                return r.state() == v1::RANK_STATE_EXITED;
@@ -269,7 +292,11 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
                                             metrics.generation(), point.rank());
   if (!owner.ok()) return owner;
   v1::Job& job = *FindLocked(metrics.job_id());
-  if (IsFinal(job.state())) return absl::OkStatus();
+  if (IsFinal(job.state()) ||
+      !FreshReportLocked(job, metrics.generation(), point.rank(),
+                         metrics.seq())) {
+    return absl::OkStatus();
+  }
   if (point.kind() == "plan") {
     auto it = point.values().find("total_steps");
     if (it != point.values().end()) {
@@ -296,7 +323,10 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
                                             log.generation(), log.line().rank());
   if (!owner.ok()) return owner;
   v1::Job& job = *FindLocked(log.job_id());
-  if (IsFinal(job.state())) return absl::OkStatus();
+  if (IsFinal(job.state()) ||
+      !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
+    return absl::OkStatus();
+  }
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
   *event.mutable_log() = log.line();
@@ -344,7 +374,7 @@ void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
 
 void JobManager::ScheduleLocked(Outbox* outbox) {
   std::vector<PendingJob> fifo;
-  for (const auto& id : queue_) fifo.push_back({id, jobs_.at(id).spec().ranks()});
+  for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
   if (fifo.empty()) return;
   ScheduleResult result = Schedule(fifo, registry_.FreeSlots());
   for (const auto& [id, why] : result.waiting) {
@@ -366,6 +396,9 @@ void JobManager::StartJobLocked(v1::Job& job,
   job.set_generation(job.generation() + 1);
   job.clear_ranks();
   job.clear_pending_reason();
+  job.clear_progress();
+  job.set_world_size(static_cast<int>(workers.size()));
+  *job.mutable_resume_from() = ResumePointLocked(job);
   std::map<std::string, v1::CoordinatorMessage> per_worker;
   std::map<std::string, int> local_counts;
   for (const auto& w : workers) ++local_counts[w];
@@ -388,10 +421,16 @@ void JobManager::StartJobLocked(v1::Job& job,
     a->set_local_rank(local_next[name]++);
     a->set_local_world_size(local_counts[name]);
     *a->mutable_spec() = job.spec();
+    *a->mutable_resume() = job.resume_from();
   }
-  TransitionLocked(job, v1::JOB_STATE_RUNNING,
-                   absl::StrCat(DescribePlacement(workers), " (generation ",
-                                job.generation(), ")"));
+  std::string reason = absl::StrCat(DescribePlacement(workers), " (generation ",
+                                    job.generation(), ")");
+  if (!job.resume_from().path().empty()) {
+    absl::StrAppend(&reason, ", resuming from the checkpoint of ",
+                    job.resume_from().job_id(), " at step ",
+                    job.resume_from().step());
+  }
+  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
   for (auto& [name, message] : per_worker) {
     outbox->push_back({registry_.Find(name)->link, std::move(message)});
   }
@@ -415,14 +454,15 @@ void JobManager::StopRanksLocked(const v1::Job& job, const std::string& reason,
 
 void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
                               const std::string& reason, Outbox* outbox) {
-  const bool was_queued = job.state() == v1::JOB_STATE_QUEUED;
+  const v1::JobState from = job.state();
   TransitionLocked(job, to, reason);
-  if (was_queued) {
+  reattach_deadline_ms_.erase(job.id());
+  if (from != v1::JOB_STATE_RUNNING) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), job.id()));
-    ScheduleLocked(outbox);  // the jobs behind it may fit now
-  } else {
-    StopRanksLocked(job, reason, outbox);
   }
+  // A restarting job's last generation may still be stopping.
+  if (from != v1::JOB_STATE_QUEUED) StopRanksLocked(job, reason, outbox);
+  if (from != v1::JOB_STATE_RUNNING) ScheduleLocked(outbox);  // room behind it
   rendezvous_.DropJob(job.id());
 }
 
@@ -442,10 +482,10 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
       continue;
     }
     failed.insert(key.job_id);
-    EndJobLocked(*job, v1::JOB_STATE_FAILED,
-                 absl::StrCat("worker ", worker, " running rank ", key.rank,
-                              " was lost: ", why),
-                 outbox);
+    EndGenerationLocked(*job,
+                        absl::StrCat("worker ", worker, " running rank ",
+                                     key.rank, " was lost: ", why),
+                        /*counted=*/true, outbox);
   }
   ScheduleLocked(outbox);
 }

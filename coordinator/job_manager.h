@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
 #include "trainctl/v1/jobs.pb.h"
 #include "trainctl/v1/workers.pb.h"
@@ -39,7 +41,9 @@ class JobManager {
 
   // Loads every stored job and re-seeds the EventHub with its events (same
   // seq numbers): QUEUED jobs rejoin the queue in their order, final jobs
-  // are history, RUNNING ones go through HandleJobRunningAtRestartLocked.
+  // are history, RESTARTING ones rejoin the queue first, and RUNNING ones
+  // wait reattach_grace for their agents to re-adopt their ranks (after
+  // which the generation restarts from its latest checkpoint).
   // Ids continue after the stored counter. Returns the store's error
   // (DATA_LOSS, FAILED_PRECONDITION, UNAVAILABLE...): do not serve then.
   // FAILED_PRECONDITION when jobs exist already.
@@ -56,7 +60,10 @@ class JobManager {
   // is validated and returned (without an id) but not queued. UNAVAILABLE
   // (or the store's code) when the job could not be recorded durably; nothing
   // is queued then.
-  absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run);
+  // `resume_from` ("JOB" or "JOB:STEP") starts it from that job's latest or
+  // given checkpoint: NOT_FOUND when the catalog has no such checkpoint.
+  absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run,
+                                 const std::string& resume_from = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
@@ -65,6 +72,9 @@ class JobManager {
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id,
                                  const std::string& reason);
   std::vector<v1::WorkerInfo> Workers() const;
+  // The job's checkpoint catalog in step order; NOT_FOUND for an unknown id.
+  absl::StatusOr<std::vector<v1::Checkpoint>> Checkpoints(
+      const std::string& job_id);
 
   // --- agent side (`worker` is the name the stream registered with) ---
   // Sends `registered` on the link, then any assignments that now fit.
@@ -73,6 +83,12 @@ class JobManager {
   // The agent's stream closed: its ranks are lost.
   void WorkerDisconnected(const std::string& worker, const AgentLink* link);
   void Heartbeat(const std::string& worker);
+  // The ranks' progress carried by a heartbeat (hang detection).
+  void OnProgress(const std::string& worker, const v1::Heartbeat& beat);
+  // Catalogs rank 0's checkpoint, applies retention (asking the agent to
+  // delete pruned files) and, for an elastic job, grows it if slots allow.
+  absl::Status OnRankCheckpoint(const std::string& worker,
+                                const v1::RankCheckpoint& checkpoint);
   // FAILED_PRECONDITION when the worker does not run that rank.
   absl::Status OnRankStatus(const std::string& worker,
                             const v1::RankStatus& status);
@@ -80,7 +96,9 @@ class JobManager {
                              const v1::RankMetrics& metrics);
   absl::Status OnRankLog(const std::string& worker, const v1::RankLog& log);
 
-  // Drops workers whose lease expired; called periodically.
+  // Called periodically: drops workers whose lease expired, restarts
+  // generations with a hung rank, and gives up on ranks that did not come
+  // back after a coordinator restart.
   void CheckLeases();
 
  private:
@@ -103,16 +121,40 @@ class JobManager {
                     Outbox* outbox);
   void LoseWorkerLocked(const std::string& worker, const AgentLink* link,
                         const std::string& why, Outbox* outbox);
+
+  // --- fault tolerance (job_manager_faults.cc) ---
+  // The current generation cannot go on: kill its ranks, then restart from
+  // the latest checkpoint (RESTARTING, front of the queue) if restarts are
+  // left, or end FAILED with `why`. `counted`: it uses up one of
+  // fault_tolerance.max_restarts (a coordinator restart or a grow does not).
+  void EndGenerationLocked(v1::Job& job, const std::string& why, bool counted,
+                           Outbox* outbox);
+  // The newest cataloged checkpoint of the job, if any.
+  std::optional<v1::Checkpoint> LatestCheckpointLocked(const std::string& job_id);
+  // What the next generation of `job` loads: its latest checkpoint, else the
+  // one it was submitted to resume from.
+  v1::Checkpoint ResumePointLocked(const v1::Job& job);
+  void CheckHangsLocked(Outbox* outbox);
+  void CheckReattachLocked(Outbox* outbox);
+  // Re-adopts the ranks a reconnecting agent reports; cancels those no job
+  // generation owns any more.
+  // Adds a cursor to `registered` for each rank it re-adopts.
+  void ReattachRanksLocked(const v1::RegisterRequest& info,
+                           const std::shared_ptr<AgentLink>& link,
+                           v1::Registered* registered, Outbox* outbox);
+  // False for a metrics/log seq already kept from that rank (a re-send).
+  bool FreshReportLocked(v1::Job& job, int generation, int rank, int64_t seq);
+  void MaybeGrowLocked(v1::Job& job, Outbox* outbox);
+  // "JOB" (latest) or "JOB:STEP" from the catalog; takes the lock.
+  absl::StatusOr<v1::Checkpoint> FindCheckpoint(const std::string& ref);
+  // Scheduler input for a queued or restarting job.
+  PendingJob PendingLocked(const v1::Job& job) const;
   absl::Status CheckRankOwnerLocked(const std::string& worker,
                                     const std::string& job_id, int generation,
                                     int rank) const;
   void Deliver(const Outbox& outbox);
 
   // --- durable state (job_manager_store.cc) ---
-  // What happens to a job found RUNNING when the coordinator starts. Its
-  // ranks may still run, but agents cannot re-attach them yet, so it FAILS;
-  // the restart-from-checkpoint logic replaces this one function.
-  void HandleJobRunningAtRestartLocked(v1::Job& job, Outbox* outbox);
   // Appends to the EventHub and queues the stamped event for the store.
   void RecordEventLocked(const std::string& job_id, v1::JobEvent event);
   void MarkDirtyLocked(const std::string& job_id) { dirty_.insert(job_id); }
@@ -138,6 +180,10 @@ class JobManager {
   bool save_now_ = false;       // they include a transition: not grouped
   bool store_failing_ = false;  // log a failing store once, not per event
   bool shutting_down_ = false;
+  // RUNNING jobs found at startup whose ranks may still be training: the
+  // time by which their agents must re-adopt them. GUARDED_BY(mu_)
+  std::map<std::string, int64_t> reattach_deadline_ms_;
+  const int64_t reattach_grace_ms_;
 };
 
 }  // namespace trainctl::coordinator

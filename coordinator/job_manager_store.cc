@@ -15,6 +15,7 @@ absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(StoredState state, store_.LoadAll());
   Outbox outbox;  // stays empty: no agent is connected yet
   int queued = 0, interrupted = 0, finished = 0;
+  size_t restarting_count = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!jobs_.empty()) {
@@ -22,7 +23,7 @@ absl::Status JobManager::Recover() {
           "Recover() must run once, before any job exists");
     }
     next_job_number_ = std::max(next_job_number_, state.next_job_number);
-    std::vector<std::string> running;
+    std::vector<std::string> running, restarting;
     for (StoredJob& stored : state.jobs) {
       const std::string id = stored.job.id();
       const bool is_final = IsFinal(stored.job.state());
@@ -35,19 +36,37 @@ absl::Status JobManager::Recover() {
         ++queued;
       } else if (job_state == v1::JOB_STATE_RUNNING) {
         running.push_back(id);
+      } else if (job_state == v1::JOB_STATE_RESTARTING) {
+        restarting.push_back(id);
       } else {
         ++finished;
       }
     }
+    // Restarting jobs were ahead of every queued one.
+    queue_.insert(queue_.begin(), restarting.begin(), restarting.end());
+    restarting_count = restarting.size();
+    const int64_t deadline = clock_.NowUnixMs() + reattach_grace_ms_;
     for (const std::string& id : running) {
-      HandleJobRunningAtRestartLocked(jobs_.at(id), &outbox);
+      // The ranks keep training without us; their agents re-adopt them when
+      // they reconnect (ReattachRanksLocked), or CheckReattachLocked
+      // restarts the generation after the grace period.
+      v1::Job& job = jobs_.at(id);
+      for (v1::RankInfo& rank : *job.mutable_ranks()) {
+        if (rank.state() != v1::RANK_STATE_EXITED) {
+          rank.set_state(v1::RANK_STATE_ASSIGNED);  // until re-adopted
+        }
+      }
+      job.clear_progress();
+      MarkDirtyLocked(id);
+      reattach_deadline_ms_[id] = deadline;
       ++interrupted;
     }
     ScheduleLocked(&outbox);  // refreshes the pending reasons
     RETURN_IF_ERROR(SaveLocked());
   }
   TLOG_INFO << "recovered " << state.jobs.size() << " jobs (" << queued
-            << " queued, " << interrupted << " interrupted while running, "
+            << " queued, " << restarting_count << " restarting, "
+            << interrupted << " awaiting their ranks, "
             << finished << " finished); next id job-" << next_job_number_;
   Deliver(outbox);
   return absl::OkStatus();
@@ -62,16 +81,6 @@ absl::Status JobManager::Flush() {
 void JobManager::PrepareForShutdown() {
   std::lock_guard<std::mutex> lock(mu_);
   shutting_down_ = true;
-}
-
-void JobManager::HandleJobRunningAtRestartLocked(v1::Job& job, Outbox* outbox) {
-  EndJobLocked(job, v1::JOB_STATE_FAILED,
-               absl::StrCat("coordinator restarted while the job was running "
-                            "(generation ",
-                            job.generation(),
-                            "); resubmit or wait for automatic restart "
-                            "support"),
-               outbox);
 }
 
 void JobManager::RecordEventLocked(const std::string& job_id,

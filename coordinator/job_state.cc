@@ -18,7 +18,11 @@ absl::Status CheckTransition(v1::JobState from, v1::JobState to) {
                 to == v1::JOB_STATE_FAILED;
       break;
     case v1::JOB_STATE_RUNNING:
-      allowed = IsFinal(to);
+      allowed = IsFinal(to) || to == v1::JOB_STATE_RESTARTING;
+      break;
+    case v1::JOB_STATE_RESTARTING:
+      allowed = to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_CANCELLED ||
+                to == v1::JOB_STATE_FAILED;
       break;
     default:
       allowed = false;

@@ -10,6 +10,7 @@ namespace trainctl::coordinator {
 // The job state machine, as pure functions:
 //   QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 //   QUEUED -> CANCELLED | FAILED
+//   RUNNING -> RESTARTING -> RUNNING (next generation) | CANCELLED | FAILED
 // Final states have no way out.
 
 bool IsFinal(v1::JobState state);

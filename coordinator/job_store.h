@@ -34,6 +34,8 @@ struct CheckpointRecord {
   std::string path;
   int64_t created_unix_ms = 0;
   std::optional<double> metric;  // e.g. eval loss, when known
+  // The whole record (cursor, size, evaluation); the fields above mirror it.
+  v1::Checkpoint info;
 };
 
 // Everything a store holds about one job.

@@ -14,7 +14,8 @@ constexpr int64_t kWatchPollMs = 500;
 grpc::Status JobsService::SubmitJob(grpc::ServerContext*,
                                     const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
-  absl::StatusOr<v1::Job> job = jobs_.Submit(req->spec_text(), req->dry_run());
+  absl::StatusOr<v1::Job> job =
+      jobs_.Submit(req->spec_text(), req->dry_run(), req->resume_from());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp->mutable_job() = *std::move(job);
   return grpc::Status::OK;
@@ -70,6 +71,16 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext*,
                                       const v1::ListWorkersRequest*,
                                       v1::ListWorkersResponse* resp) {
   for (auto& w : jobs_.Workers()) *resp->add_workers() = std::move(w);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::ListCheckpoints(grpc::ServerContext*,
+                                          const v1::ListCheckpointsRequest* req,
+                                          v1::ListCheckpointsResponse* resp) {
+  absl::StatusOr<std::vector<v1::Checkpoint>> catalog =
+      jobs_.Checkpoints(req->job_id());
+  if (!catalog.ok()) return ToGrpcStatus(catalog.status());
+  for (auto& c : *catalog) *resp->add_checkpoints() = std::move(c);
   return grpc::Status::OK;
 }
 

@@ -20,16 +20,31 @@ ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
           absl::StrCat("waiting behind job ", blocked_by, " (queued earlier)");
       continue;
     }
+    if (!job.not_ready.empty()) {
+      result.waiting[job.id] = job.not_ready;
+      blocked_by = job.id;
+      continue;
+    }
     int available = 0;
     for (const auto& w : free) available += w.free_slots;
-    if (available < job.ranks) {
+    const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
+    int world = 0;
+    for (int n = std::min(job.ranks, available); n >= fewest && world == 0; --n) {
+      if (job.batch == 0 || job.batch % n == 0) world = n;
+    }
+    if (world == 0) {
+      const std::string needs =
+          fewest == job.ranks
+              ? absl::StrCat("needs ", job.ranks, " slots")
+              : absl::StrCat("needs ", fewest, " to ", job.ranks,
+                             " slots (a count that divides the batch of ",
+                             job.batch, ")");
       if (free.empty()) {
-        result.waiting[job.id] = absl::StrCat("needs ", job.ranks,
-                                              " slots; no workers registered");
+        result.waiting[job.id] = absl::StrCat(needs, "; no workers registered");
       } else {
         result.waiting[job.id] =
-            absl::StrCat("needs ", job.ranks, " slots; ", available, " of ",
-                         total, " registered slots free");
+            absl::StrCat(needs, "; ", available, " of ", total,
+                         " registered slots free");
       }
       blocked_by = job.id;
       continue;
@@ -44,7 +59,7 @@ ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
     Placement placement{job.id, {}};
     for (auto& w : free) {
       while (w.free_slots > 0 &&
-             static_cast<int>(placement.rank_workers.size()) < job.ranks) {
+             static_cast<int>(placement.rank_workers.size()) < world) {
         placement.rank_workers.push_back(w.name);
         --w.free_slots;
       }

@@ -13,11 +13,15 @@ namespace trainctl::coordinator {
 // stream of small ones. A job starts only when all of its ranks fit at once.
 // Ranks are packed onto the workers with the most free slots first (ties by
 // name), so ranks of a job share as few nodes as possible and the ranks on
-// one node are consecutive.
+// one node are consecutive. A job restarting after a failure may take fewer
+// ranks (down to min_ranks): the most that fit and divide its global batch.
 
 struct PendingJob {
   std::string id;
-  int ranks = 0;
+  int ranks = 0;          // the world size wanted, and the most it takes
+  int min_ranks = 0;      // the fewest it may start with (0: exactly `ranks`)
+  int64_t batch = 0;      // the world size must divide it (0: any size)
+  std::string not_ready;  // set: it cannot start yet, and why; blocks the rest
 };
 
 struct WorkerSlots {

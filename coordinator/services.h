@@ -36,6 +36,9 @@ class JobsService final : public v1::Jobs::Service {
   grpc::Status ListWorkers(grpc::ServerContext*,
                            const v1::ListWorkersRequest* req,
                            v1::ListWorkersResponse* resp) override;
+  grpc::Status ListCheckpoints(grpc::ServerContext*,
+                               const v1::ListCheckpointsRequest* req,
+                               v1::ListCheckpointsResponse* resp) override;
 
  private:
   JobManager& jobs_;

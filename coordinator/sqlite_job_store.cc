@@ -13,7 +13,7 @@
 namespace trainctl::coordinator {
 namespace {
 
-// Version 1. A later version adds a migration step from each older one.
+// Version 2; kMigrateFrom1 brings a version 1 file up to it.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE jobs (
   pos   INTEGER PRIMARY KEY,  -- first-write order = submission order
@@ -34,12 +34,19 @@ CREATE TABLE checkpoints (
   path       TEXT NOT NULL,
   created_ms INTEGER NOT NULL,
   metric     REAL,
+  info       BLOB,            -- serialized trainctl.v1.Checkpoint (v2)
   PRIMARY KEY (job_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)
   WITHOUT ROWID;
 INSERT INTO counters VALUES ('next_job_number', 1);
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
+)sql";
+
+// From each older version to the next one.
+constexpr char kMigrateFrom1[] = R"sql(
+ALTER TABLE checkpoints ADD COLUMN info BLOB;
+PRAGMA user_version = 2;
 )sql";
 
 }  // namespace
@@ -179,6 +186,8 @@ absl::Status SqliteJobStore::Init() {
         "state database: give the coordinator another --state-dir"));
   } else if (version == 0) {
     schema = ExecLocked(kSchema);
+  } else if (version == 1) {
+    schema = ExecLocked(kMigrateFrom1);
   }
   if (!schema.ok()) {
     ExecLocked("ROLLBACK").IgnoreError();
@@ -204,9 +213,9 @@ absl::Status SqliteJobStore::Init() {
        "SELECT seq, event FROM events WHERE job_id = ?1 ORDER BY seq"},
       {&stmts_->put_checkpoint,
        "INSERT OR REPLACE INTO checkpoints(job_id, step, path, created_ms, "
-       "metric) VALUES(?1, ?2, ?3, ?4, ?5)"},
+       "metric, info) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"},
       {&stmts_->list_checkpoints,
-       "SELECT step, path, created_ms, metric FROM checkpoints "
+       "SELECT step, path, created_ms, metric, info FROM checkpoints "
        "WHERE job_id = ?1 ORDER BY step"},
       {&stmts_->delete_checkpoint,
        "DELETE FROM checkpoints WHERE job_id = ?1 AND step = ?2"},

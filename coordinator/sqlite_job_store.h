@@ -33,7 +33,7 @@ namespace trainctl::coordinator {
 // the destructor commits what is pending and closes the file.
 class SqliteJobStore : public JobStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   struct Options {
     int64_t group_commit_ms = 50;  // 0 commits every write at once

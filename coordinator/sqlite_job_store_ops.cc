@@ -187,6 +187,9 @@ absl::Status SqliteJobStore::PutCheckpoint(const CheckpointRecord& checkpoint) {
         if (checkpoint.metric.has_value()) {
           sqlite3_bind_double(*s, 5, *checkpoint.metric);
         }  // else NULL, left by clear_bindings
+        const std::string info = checkpoint.info.SerializeAsString();
+        sqlite3_bind_blob(*s, 6, info.data(), static_cast<int>(info.size()),
+                          SQLITE_TRANSIENT);
         const int rc = sqlite3_step(*s);
         return rc == SQLITE_DONE
                    ? absl::OkStatus()
@@ -212,6 +215,13 @@ absl::StatusOr<std::vector<CheckpointRecord>> SqliteJobStore::ListCheckpoints(
     c.created_unix_ms = sqlite3_column_int64(*s, 2);
     if (sqlite3_column_type(*s, 3) != SQLITE_NULL) {
       c.metric = sqlite3_column_double(*s, 3);
+    }
+    if (sqlite3_column_type(*s, 4) == SQLITE_BLOB &&
+        !c.info.ParseFromArray(sqlite3_column_blob(*s, 4),
+                               sqlite3_column_bytes(*s, 4))) {
+      return absl::DataLossError(absl::StrCat(
+          "state database ", path_, ": checkpoint record of job ", job_id,
+          " at step ", c.step, " cannot be read"));
     }
     out.push_back(std::move(c));
   }

@@ -67,6 +67,10 @@ grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
     absl::Status handled;
     switch (message.msg_case()) {
       case v1::AgentMessage::kHeartbeat:
+        jobs_.OnProgress(name, message.heartbeat());
+        break;
+      case v1::AgentMessage::kCheckpoint:
+        handled = jobs_.OnRankCheckpoint(name, message.checkpoint());
         break;
       case v1::AgentMessage::kRankStatus:
         handled = jobs_.OnRankStatus(name, message.rank_status());

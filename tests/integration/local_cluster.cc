@@ -143,6 +143,15 @@ void LocalCluster::KillCoordinator() {
   coordinator_->Wait(std::chrono::seconds(10));
 }
 
+void LocalCluster::KillWorker(int index) {
+  if (index < 0 || index >= static_cast<int>(workers_.size())) {
+    ADD_FAILURE() << "no worker " << index;
+    return;
+  }
+  workers_[index]->Signal(SIGKILL);
+  workers_[index]->Wait(std::chrono::seconds(10));
+}
+
 bool LocalCluster::RestartCoordinator() {
   const std::string port = address_.substr(address_.rfind(':') + 1);
   return StartCoordinator("127.0.0.1:" + port);

@@ -55,6 +55,9 @@ class LocalCluster {
   const std::string& state_dir() const { return options_.state_dir; }
   // SIGKILLs the coordinator (no shutdown of any kind) and reaps it.
   void KillCoordinator();
+  // SIGKILLs worker `index` (0-based; named w<index+1>); its ranks die with
+  // it (PR_SET_PDEATHSIG).
+  void KillWorker(int index);
   // Starts the coordinator again on the same port and state dir (its log is
   // coordinator-N.log); true once it serves. Workers reconnect by themselves.
   bool RestartCoordinator();

@@ -1,87 +1,14 @@
-#include "coordinator/job_manager.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "coordinator/job_state.h"
-#include "coordinator/job_store.h"
+#include "tests/unit/job_manager_fixture.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace trainctl::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Records what the coordinator sends down to one agent.
-class FakeAgentLink : public AgentLink {
- public:
-  bool Send(const v1::CoordinatorMessage& m) override {
-    sent.push_back(m);
-    return true;
-  }
-  void Disconnect() override { disconnected = true; }
-  std::vector<v1::CoordinatorMessage> sent;
-  bool disconnected = false;
-
-  std::vector<v1::RankAssignment> Assignments() const {
-    std::vector<v1::RankAssignment> out;
-    for (const auto& m : sent) {
-      for (const auto& a : m.assign().ranks()) out.push_back(a);
-    }
-    return out;
-  }
-  int Cancels() const {
-    int n = 0;
-    for (const auto& m : sent) n += m.has_cancel();
-    return n;
-  }
-};
-
-std::string Spec(int ranks) {
-  return "name: t\nranks: " + std::to_string(ranks) +
-         "\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
-         "training: {batch_size: " +
-         std::to_string(ranks * 8) + "}\n";
-}
-
-class JobManagerTest : public ::testing::Test {
- protected:
-  JobManagerTest()
-      : jobs_(clock_, events_, rendezvous_, store_, 5'000, 1'000) {}
-
-  std::shared_ptr<FakeAgentLink> AddWorker(const std::string& name, int slots) {
-    auto link = std::make_shared<FakeAgentLink>();
-    v1::RegisterRequest reg;
-    reg.set_name(name);
-    reg.set_slots(slots);
-    reg.set_collective_host("127.0.0.1");
-    EXPECT_TRUE(jobs_.RegisterWorker(reg, link).ok());
-    return link;
-  }
-
-  void Exit(const std::string& worker, const std::string& job, int rank,
-            int code, const std::string& message = "") {
-    v1::RankStatus s;
-    s.set_job_id(job);
-    s.set_generation(1);
-    s.set_rank(rank);
-    s.set_running(false);
-    s.set_exit_code(code);
-    s.set_message(message);
-    ASSERT_TRUE(jobs_.OnRankStatus(worker, s).ok());
-  }
-
-  std::vector<v1::JobEvent> Events(const std::string& job) {
-    bool closed = false;
-    return events_.WaitForEvents(job, 1, 0, &closed);
-  }
-
-  FakeClock clock_;
-  EventHub events_;
-  Rendezvous rendezvous_;
-  InMemoryJobStore store_;
-  JobManager jobs_;
-};
 
 TEST_F(JobManagerTest, RejectsInvalidSpecNamingTheField) {
   absl::StatusOr<v1::Job> job = jobs_.Submit("model: resnet\n", false);
@@ -312,7 +239,7 @@ TEST_F(JobManagerTest, SubmitFailsAndQueuesNothingWhenTheStoreFails) {
   EXPECT_EQ(jobs.Submit(Spec(1), false)->id(), "job-1");
 }
 
-TEST_F(JobManagerTest, RecoveryRequeuesFailsRunningKeepsFinalAndContinuesIds) {
+TEST_F(JobManagerTest, RecoveryRequeuesAwaitsRunningKeepsFinalContinuesIds) {
   auto w1 = AddWorker("w1", 1);
   v1::Job done = *jobs_.Submit(Spec(1), false);
   Exit("w1", done.id(), 0, 0);
@@ -341,20 +268,13 @@ TEST_F(JobManagerTest, RecoveryRequeuesFailsRunningKeepsFinalAndContinuesIds) {
       SameList(events.WaitForEvents(done.id(), 1, 0, &closed), done_events));
   EXPECT_TRUE(closed);
 
-  v1::Job failed = *restarted.Get(running.id());
-  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
-  EXPECT_EQ(failed.reason(),
-            "coordinator restarted while the job was running (generation 1); "
-            "resubmit or wait for automatic restart support");
-  std::vector<v1::JobEvent> after = events.WaitForEvents(running.id(), 1, 0,
-                                                         &closed);
-  ASSERT_EQ(after.size(), running_events.size() + 1);
-  EXPECT_TRUE(SameList(std::vector<v1::JobEvent>(after.begin(), after.end() - 1),
+  // The running job waits for its agent to re-adopt its rank; nothing about
+  // it changed yet.
+  v1::Job waiting = *restarted.Get(running.id());
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(waiting.ranks(0).state(), v1::RANK_STATE_ASSIGNED);
+  EXPECT_TRUE(SameList(events.WaitForEvents(running.id(), 1, 0, &closed),
                        running_events));
-  EXPECT_EQ(after.back().seq(), static_cast<int64_t>(after.size()));
-  EXPECT_EQ(after.back().transition().to(), v1::JOB_STATE_FAILED);
-  EXPECT_TRUE(closed);
-  EXPECT_EQ(store_.LoadAll()->jobs[1].job.state(), v1::JOB_STATE_FAILED);
 
   EXPECT_EQ(restarted.Get(wide.id())->state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(restarted.Get(wide.id())->pending_reason(),
@@ -367,6 +287,23 @@ TEST_F(JobManagerTest, RecoveryRequeuesFailsRunningKeepsFinalAndContinuesIds) {
   ASSERT_TRUE(restarted.RegisterWorker(reg, link).ok());
   EXPECT_EQ(restarted.Get(wide.id())->state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(restarted.Get(narrow.id())->state(), v1::JOB_STATE_QUEUED);
+
+  // w1 never comes back: after the grace period the generation restarts,
+  // ahead of the queued job, without using up a restart.
+  clock_.AdvanceMs(16'000);
+  restarted.Heartbeat("w9");
+  restarted.CheckLeases();
+  v1::Job restarting = *restarted.Get(running.id());
+  EXPECT_EQ(restarting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(restarting.reason(),
+              HasSubstr("not every rank of generation 1 came back"));
+  EXPECT_EQ(restarting.restarts(), 0);
+  EXPECT_EQ(restarting.pending_reason(),
+            "needs 1 slots; 0 of 2 registered slots free");
+  EXPECT_EQ(restarted.Get(narrow.id())->pending_reason(),
+            "waiting behind job " + running.id() + " (queued earlier)");
+  EXPECT_EQ(store_.LoadAll()->jobs[1].job.state(),
+            v1::JOB_STATE_RESTARTING);
 
   EXPECT_EQ(restarted.Submit(Spec(1), false)->id(), "job-5");
 }

@@ -60,5 +60,33 @@ TEST(SchedulerTest, PlacesSeveralJobsInOrderWhileSlotsLast) {
   EXPECT_EQ(r.waiting.at("c"), "needs 2 slots; 1 of 4 registered slots free");
 }
 
+TEST(SchedulerTest, RestartTakesTheMostRanksThatFitAndDivideTheBatch) {
+  PendingJob job{"r", 4, 2, 24, ""};
+  // 3 free slots: 3 divides 24.
+  ScheduleResult r = Schedule({job}, Workers{{"w1", 2, 2}, {"w2", 1, 1}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].rank_workers.size(), 3u);
+  // Batch 20 over 3 free slots: 3 does not divide it, 2 does.
+  job.batch = 20;
+  r = Schedule({job}, Workers{{"w1", 2, 2}, {"w2", 1, 1}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].rank_workers.size(), 2u);
+  // Only 1 free slot: below min_ranks.
+  r = Schedule({job}, Workers{{"w1", 1, 2}});
+  EXPECT_TRUE(r.placements.empty());
+  EXPECT_EQ(r.waiting.at("r"),
+            "needs 2 to 4 slots (a count that divides the batch of 20); 1 of 2 "
+            "registered slots free");
+}
+
+TEST(SchedulerTest, ANotReadyJobWaitsAndBlocksTheQueue) {
+  ScheduleResult r = Schedule(
+      {{"r", 1, 1, 8, "waiting for 1 rank of generation 1 to stop"}, {"q", 1}},
+      Workers{{"w1", 2, 2}});
+  EXPECT_TRUE(r.placements.empty());
+  EXPECT_EQ(r.waiting.at("r"), "waiting for 1 rank of generation 1 to stop");
+  EXPECT_EQ(r.waiting.at("q"), "waiting behind job r (queued earlier)");
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator

@@ -121,9 +121,43 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b,"
                 " eval_images: c}",
                 "data.eval_labels: eval_images and eval_labels must be given"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {dir: ckpt}",
+                "checkpoint.dir: must be an absolute path"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {every_steps: 10}",
+                "checkpoint.dir: is required when checkpoints are configured"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {dir: /c, keep_best_by: f1, keep_best_mode: up}",
+                "checkpoint.keep_best_mode: unknown mode 'up' (known: min, max)"},
+        BadCase{"ranks: 2\nmodel: mlp\ndata: {train_images: a, "
+                "train_labels: b}\nfault_tolerance: {min_workers: 3}",
+                "fault_tolerance.min_workers: 3 is more than ranks (2)"},
+        BadCase{"ranks: 2\nmodel: mlp\ndata: {train_images: a, "
+                "train_labels: b}\nfault_tolerance: {max_workers: 1}",
+                "fault_tolerance.max_workers: 1 is fewer than ranks (2)"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "fault_tolerance: {elastic: true}",
+                "fault_tolerance.elastic: needs max_workers above ranks"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "fault_tolerance: {hang_timeout_s: 0}",
+                "fault_tolerance.hang_timeout_s: must be in [0.5, 86400], got 0"},
         BadCase{"[1, 2", "spec: not valid YAML or JSON"},
         BadCase{"- a\n- b", "spec: must be a mapping"},
         BadCase{"", "spec: is empty"}));
+
+TEST(SpecTest, FaultToleranceAndCheckpointDefaults) {
+  v1::JobSpec spec = *ParseJobSpec(
+      "ranks: 4\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+      "checkpoint: {dir: /c, keep_best_by: eval_loss}\n");
+  EXPECT_EQ(spec.fault_tolerance().max_restarts(), 3);
+  EXPECT_EQ(spec.fault_tolerance().min_workers(), 4);
+  EXPECT_EQ(spec.fault_tolerance().max_workers(), 4);
+  EXPECT_EQ(spec.fault_tolerance().hang_timeout_s(), 60.0);
+  EXPECT_FALSE(spec.fault_tolerance().elastic());
+  EXPECT_EQ(spec.checkpoint().keep_best_mode(), "min");  // a loss
+  EXPECT_EQ(spec.checkpoint().every_steps(), 0);
+}
 
 TEST(SpecTest, ReportsEveryProblemAtOnce) {
   absl::StatusOr<v1::JobSpec> spec =

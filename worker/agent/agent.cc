@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <set>
+#include <cstring>
 #include <thread>
 
 #include <grpcpp/create_channel.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/frame_io.h"
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
@@ -89,6 +93,19 @@ bool Agent::RunSession() {
   reg->set_collective_host(options_.collective_host);
   for (const auto& device : DetectDevices()) reg->add_devices(device);
   reg->set_version(TRAINCTL_VERSION);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, proc] : ranks_) {
+      // Listed even if it just exited: its exit report is still on the way.
+      v1::RankStatus* s = reg->add_ranks();
+      s->set_job_id(std::get<0>(id));
+      s->set_generation(std::get<1>(id));
+      s->set_rank(std::get<2>(id));
+      s->set_running(true);
+      s->set_pid(proc->pid());
+    }
+    for (const v1::RankStatus& exit : recent_exits_) *reg->add_ranks() = exit;
+  }
   if (!stream->Write(hello)) {
     stream->Finish();
     return false;
@@ -106,6 +123,7 @@ bool Agent::RunSession() {
     std::lock_guard<std::mutex> lock(mu_);
     context_ = &ctx;
     stream_ = stream.get();
+    ResumeReportsLocked(first.registered());
     FlushBufferLocked();
   }
   std::atomic<bool> session_over{false};
@@ -121,6 +139,12 @@ bool Agent::RunSession() {
       if (session_over.load() || stopping_.load()) break;
       v1::AgentMessage beat;
       beat.mutable_heartbeat()->set_time_unix_ms(NowMs());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [id, progress] : progress_) {
+          *beat.mutable_heartbeat()->add_ranks() = progress;
+        }
+      }
       Send(std::move(beat));
       ReapExited();
     }
@@ -134,6 +158,8 @@ bool Agent::RunSession() {
       TLOG_INFO << "cancel job " << message.cancel().job_id() << ": "
                 << message.cancel().reason();
       CancelJob(message.cancel().job_id(), message.cancel().generation());
+    } else if (message.has_delete_checkpoints()) {
+      DeleteCheckpoints(message.delete_checkpoints());
     }
   }
   {
@@ -152,8 +178,37 @@ bool Agent::RunSession() {
   return true;
 }
 
+namespace {
+
+// Metrics and log lines kept per rank for re-sending after a reconnect.
+constexpr size_t kKeptReportsPerRank = 20'000;
+
+}  // namespace
+
 void Agent::Send(v1::AgentMessage message) {
   std::lock_guard<std::mutex> lock(mu_);
+  RankId id;
+  bool report = false;
+  if (message.has_metrics()) {
+    const auto& m = message.metrics();
+    id = {m.job_id(), m.generation(), m.point().rank()};
+    report = true;
+  } else if (message.has_log()) {
+    const auto& l = message.log();
+    id = {l.job_id(), l.generation(), l.line().rank()};
+    report = true;
+  }
+  if (report) {
+    RankReports& kept = reports_[id];
+    const int64_t seq = kept.next_seq++;
+    if (message.has_metrics()) {
+      message.mutable_metrics()->set_seq(seq);
+    } else {
+      message.mutable_log()->set_seq(seq);
+    }
+    kept.kept.push_back(message);
+    if (kept.kept.size() > kKeptReportsPerRank) kept.kept.pop_front();
+  }
   buffer_.push_back(std::move(message));
   if (static_cast<int>(buffer_.size()) > options_.max_buffered_messages) {
     buffer_.pop_front();
@@ -167,6 +222,54 @@ void Agent::FlushBufferLocked() {
   while (!buffer_.empty()) {
     if (!stream_->Write(buffer_.front())) return;  // the session is ending
     buffer_.pop_front();
+  }
+}
+
+void Agent::ResumeReportsLocked(const v1::Registered& registered) {
+  std::set<RankId> adopted;
+  std::deque<v1::AgentMessage> rebuilt;
+  for (const v1::RankCursor& cursor : registered.cursors()) {
+    const RankId id{cursor.job_id(), cursor.generation(), cursor.rank()};
+    adopted.insert(id);
+    auto it = reports_.find(id);
+    if (it == reports_.end()) continue;
+    int64_t resent = 0;
+    for (const v1::AgentMessage& m : it->second.kept) {
+      const int64_t seq = m.has_metrics() ? m.metrics().seq() : m.log().seq();
+      if (seq <= cursor.last_seq()) continue;
+      if (resent == 0 && seq > cursor.last_seq() + 1) {
+        TLOG_WARNING << "reports " << cursor.last_seq() + 1 << "-" << seq - 1
+                     << " of rank " << cursor.rank() << " of "
+                     << cursor.job_id() << " are no longer kept";
+      }
+      rebuilt.push_back(m);
+      ++resent;
+    }
+    if (resent > 0) {
+      TLOG_INFO << "re-sending " << resent << " reports of rank "
+                << cursor.rank() << " of " << cursor.job_id();
+    }
+  }
+  for (const v1::RankStatus& exit : recent_exits_) {
+    if (adopted.count({exit.job_id(), exit.generation(), exit.rank()})) {
+      v1::AgentMessage m;
+      *m.mutable_rank_status() = exit;
+      rebuilt.push_back(std::move(m));
+    }
+  }
+  for (v1::AgentMessage& m : buffer_) {
+    const bool is_report = m.has_metrics() || m.has_log();
+    const bool is_exit = m.has_rank_status() && !m.rank_status().running();
+    if (!is_report && !is_exit) rebuilt.push_back(std::move(m));
+  }
+  buffer_.swap(rebuilt);
+  // Reports of ranks that are neither adopted nor running are of no use.
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    if (adopted.count(it->first) == 0 && ranks_.count(it->first) == 0) {
+      it = reports_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -241,6 +344,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
     request.add_args(arg);
   }
   *request.mutable_spec() = a.spec();
+  *request.mutable_resume() = a.resume();
   request.set_threads(threads);
   const std::string stdin_bytes = EncodeFrame(request);
 
@@ -258,13 +362,8 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   };
   RankProcess::Callbacks callbacks;
   callbacks.on_line = log_line;
-  callbacks.on_metric = [this, id](const v1::MetricPoint& point) {
-    v1::AgentMessage m;
-    m.mutable_metrics()->set_job_id(std::get<0>(id));
-    m.mutable_metrics()->set_generation(std::get<1>(id));
-    *m.mutable_metrics()->mutable_point() = point;
-    m.mutable_metrics()->mutable_point()->set_rank(std::get<2>(id));
-    Send(std::move(m));
+  callbacks.on_report = [this, id](const v1::RankReport& report) {
+    OnRankReport(id, report);
   };
   callbacks.on_exit = [this, id](int code, const std::string& error) {
     OnRankExit(id, code, error);
@@ -318,8 +417,58 @@ void Agent::CancelJob(const std::string& job_id, int generation) {
   }
 }
 
+void Agent::OnRankReport(const RankId& id, const v1::RankReport& report) {
+  const auto& [job_id, generation, rank] = id;
+  v1::AgentMessage m;
+  switch (report.kind_case()) {
+    case v1::RankReport::kMetric:
+      m.mutable_metrics()->set_job_id(job_id);
+      m.mutable_metrics()->set_generation(generation);
+      *m.mutable_metrics()->mutable_point() = report.metric();
+      m.mutable_metrics()->mutable_point()->set_rank(rank);
+      break;
+    case v1::RankReport::kCheckpoint:
+      m.mutable_checkpoint()->set_job_id(job_id);
+      m.mutable_checkpoint()->set_generation(generation);
+      *m.mutable_checkpoint()->mutable_checkpoint() = report.checkpoint();
+      break;
+    case v1::RankReport::kProgress: {
+      // The ids come from the agent, not from what the rank claims.
+      v1::RankHeartbeat progress = report.progress();
+      progress.set_job_id(job_id);
+      progress.set_generation(generation);
+      progress.set_rank(rank);
+      std::lock_guard<std::mutex> lock(mu_);
+      progress_[id] = std::move(progress);
+      return;
+    }
+    default:
+      return;
+  }
+  Send(std::move(m));
+}
+
+void Agent::DeleteCheckpoints(const v1::DeleteCheckpoints& request) {
+  for (const std::string& path : request.paths()) {
+    if (!IsInsideDir(path, request.dir()) || path.size() < 5 ||
+        path.substr(path.size() - 5) != ".ckpt") {
+      TLOG_WARNING << "not deleting " << path << ": not a checkpoint inside "
+                   << request.dir();
+      continue;
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      TLOG_WARNING << "cannot delete checkpoint " << path << ": "
+                   << std::strerror(errno);
+    }
+  }
+}
+
 void Agent::OnRankExit(const RankId& id, int exit_code,
                        const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_.erase(id);
+  }
   TLOG_INFO << "rank " << std::get<2>(id) << " of job " << std::get<0>(id)
             << " exited with code " << exit_code;
   v1::AgentMessage m;
@@ -330,6 +479,11 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
   s->set_running(false);
   s->set_exit_code(exit_code);
   if (exit_code != 0) s->set_message(error);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    recent_exits_.push_back(*s);
+    if (recent_exits_.size() > 256) recent_exits_.pop_front();
+  }
   Send(std::move(m));
 }
 

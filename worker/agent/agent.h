@@ -57,10 +57,19 @@ class Agent {
   // One connection's life; returns true when it got as far as registering.
   bool RunSession();
   void HeartbeatLoop(int64_t interval_ms);
+  // Queues and flushes; numbers and keeps metrics and log lines (reports_).
   void Send(v1::AgentMessage message);
+  // After a registration: the buffer becomes the reports of the re-adopted
+  // ranks after their cursors, then their exits, then everything else that
+  // is not a report. Reports of other ranks are dropped.
+  void ResumeReportsLocked(const v1::Registered& registered);
   void FlushBufferLocked();
   void StartRank(const v1::RankAssignment& assignment);
   void CancelJob(const std::string& job_id, int generation);
+  // Retention: removes checkpoint files the coordinator no longer keeps,
+  // only inside the job's checkpoint directory.
+  void DeleteCheckpoints(const v1::DeleteCheckpoints& request);
+  void OnRankReport(const RankId& id, const v1::RankReport& report);
   void OnRankExit(const RankId& id, int exit_code, const std::string& error);
   // Destroys finished RankProcess objects outside the lock, then starts
   // standby ranks for the free slots.
@@ -85,6 +94,18 @@ class Agent {
   std::deque<v1::AgentMessage> buffer_;                   // GUARDED_BY(mu_)
   std::map<RankId, std::unique_ptr<RankProcess>> ranks_;  // GUARDED_BY(mu_)
   std::deque<std::unique_ptr<RankProcess>> standby_;      // GUARDED_BY(mu_)
+  // Latest progress of each running rank, sent with every heartbeat.
+  std::map<RankId, v1::RankHeartbeat> progress_;          // GUARDED_BY(mu_)
+  // The last exits, repeated at every registration: one reported just as
+  // the coordinator died would otherwise be lost with it.
+  std::deque<v1::RankStatus> recent_exits_;               // GUARDED_BY(mu_)
+  // Each rank's numbered metrics and log lines, kept (bounded) so that a
+  // restarted coordinator gets what it lost again.
+  struct RankReports {
+    int64_t next_seq = 1;
+    std::deque<v1::AgentMessage> kept;  // in seq order
+  };
+  std::map<RankId, RankReports> reports_;                 // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
 };
 

@@ -195,11 +195,11 @@ void RankProcess::ReadLines(int fd, const std::string& stream) {
 }
 
 void RankProcess::ReadFrames(int fd) {
-  v1::MetricPoint point;
-  while (ReadFrame(fd, &point).ok()) {
+  v1::RankReport report;
+  while (ReadFrame(fd, &report).ok()) {
     Callbacks cb = callbacks();
-    if (cb.on_metric) cb.on_metric(point);
-    point.Clear();
+    if (cb.on_report) cb.on_report(report);
+    report.Clear();
   }
   close(fd);
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainctl/v1/jobs.pb.h"
+#include "trainctl/v1/rank.pb.h"
 
 namespace trainctl::agent {
 
@@ -29,7 +29,7 @@ struct RankLaunch {
 
 // One supervised rank process. It runs in its own process group (so a cancel
 // reaches anything it spawned) and dies with the agent (PR_SET_PDEATHSIG).
-// Its stdout/stderr arrive line by line and its metric frames (fd 3) one by
+// Its stdout/stderr arrive line by line and its report frames (fd 3) one by
 // one, each on a reader thread; on_exit runs once, after every line and frame
 // was delivered. Callbacks run on internal threads and must be thread-safe.
 class RankProcess {
@@ -37,7 +37,8 @@ class RankProcess {
   struct Callbacks {
     std::function<void(const std::string& stream, const std::string& line)>
         on_line;
-    std::function<void(const v1::MetricPoint& point)> on_metric;
+    // Metrics, checkpoints and progress the rank reports (RankReport).
+    std::function<void(const v1::RankReport& report)> on_report;
     // exit_code is -N when the process was killed by signal N; last_error is
     // its last non-empty stderr line.
     std::function<void(int exit_code, const std::string& last_error)> on_exit;

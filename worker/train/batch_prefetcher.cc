@@ -27,7 +27,7 @@ void BatchPrefetcher::Produce() {
   try {
     std::vector<int64_t> perm;
     int64_t perm_epoch = -1;
-    for (int64_t step = 0; step < plan_.total_steps; ++step) {
+    for (int64_t step = plan_.first_step; step < plan_.total_steps; ++step) {
       const int64_t epoch = step / plan_.steps_per_epoch;
       const int64_t in_epoch = step % plan_.steps_per_epoch;
       if (epoch != perm_epoch) {
@@ -35,9 +35,11 @@ void BatchPrefetcher::Produce() {
         perm_epoch = epoch;
       }
       for (int64_t m = 0; m < plan_.grad_accum; ++m) {
-        Batch batch = data_.Gather(RankBatchIndices(
+        std::vector<int64_t> indices = RankBatchIndices(
             perm, in_epoch * plan_.grad_accum + m, plan_.micro_batch,
-            plan_.rank, plan_.world_size));
+            plan_.rank, plan_.world_size);
+        Batch batch = data_.Gather(indices);
+        if (plan_.keep_indices) batch.indices = std::move(indices);
         if (device_.is_cuda()) {
           batch.inputs = batch.inputs.pin_memory().to(device_, true);
           batch.targets = batch.targets.pin_memory().to(device_, true);

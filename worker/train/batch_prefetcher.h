@@ -22,7 +22,9 @@ struct BatchPlan {
   int64_t steps_per_epoch = 0;
   int64_t grad_accum = 1;
   int64_t micro_batch = 0;  // global
+  int64_t first_step = 0;   // resume: steps before it were trained already
   int64_t total_steps = 0;
+  bool keep_indices = false;  // fill Batch::indices (sample-id recording)
   int rank = 0;
   int world_size = 1;
 };

@@ -1,6 +1,7 @@
 #include "worker/train/grad_sync.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace trainctl::train {
 
@@ -62,6 +63,29 @@ void BroadcastFromRankZero(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
     std::vector<torch::Tensor> one{t};
     group->broadcast(one)->wait();
   }
+}
+
+absl::StatusOr<std::string> BroadcastBytes(
+    const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
+    const absl::StatusOr<std::string>& mine) {
+  if (!group) return mine;
+  torch::Tensor size = torch::full(
+      {1}, rank == 0 && mine.ok() ? int64_t(mine->size()) : int64_t{-1},
+      torch::kInt64);
+  std::vector<torch::Tensor> one{size};
+  group->broadcast(one)->wait();
+  const int64_t n = size.item<int64_t>();
+  if (n < 0) {
+    if (rank == 0) return mine.status();
+    return absl::FailedPreconditionError(
+        "rank 0 could not read the checkpoint (see rank 0's log)");
+  }
+  torch::Tensor data = torch::empty({n}, torch::kUInt8);
+  if (rank == 0) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
+  std::vector<torch::Tensor> payload{data};
+  group->broadcast(payload)->wait();
+  if (rank == 0) return mine;
+  return std::string(static_cast<const char*>(data.data_ptr()), size_t(n));
 }
 
 }  // namespace trainctl::train

@@ -3,7 +3,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
+#include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace trainctl::train {
 
@@ -36,5 +39,12 @@ class RankCollectives {
 // Broadcasts rank 0's values of `tensors` to every rank, in place.
 void BroadcastFromRankZero(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
                            const std::vector<torch::Tensor>& tensors);
+
+// Rank 0's `mine` on every rank (a checkpoint read by rank 0 only, so the
+// file need not be visible to the other nodes). When rank 0 has an error
+// instead, every rank returns an error naming it as rank 0's.
+absl::StatusOr<std::string> BroadcastBytes(
+    const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
+    const absl::StatusOr<std::string>& mine);
 
 }  // namespace trainctl::train

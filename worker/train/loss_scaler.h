@@ -25,6 +25,19 @@ class DynamicLossScaler {
   void Update(bool finite);
   int64_t skipped_steps() const { return skipped_; }
 
+  // What a checkpoint keeps of it.
+  struct State {
+    double scale = 0;
+    int good_steps = 0;
+    int64_t skipped = 0;
+  };
+  State Save() const { return {scale_, good_steps_, skipped_}; }
+  void Restore(const State& state) {
+    scale_ = state.scale;
+    good_steps_ = state.good_steps;
+    skipped_ = state.skipped;
+  }
+
  private:
   double scale_;
   int growth_interval_;

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
+#include <condition_variable>
 #include <future>
+#include <thread>
 #include <iostream>
 #include <iterator>
 #include <mutex>
@@ -21,8 +23,10 @@
 namespace trainctl::train {
 namespace {
 
-// File descriptor the agent reads metric frames from.
+// File descriptor the agent reads RankReport frames from.
 constexpr int kReportFd = 3;
+// How often the progress reporter tells the agent what the loop is doing.
+constexpr auto kProgressInterval = std::chrono::milliseconds(1000);
 
 struct RankArgs {
   std::string coordinator;
@@ -33,6 +37,59 @@ struct RankArgs {
   std::string collective_host = "127.0.0.1";
   int threads = 1;
   int64_t rendezvous_timeout_ms = 300'000;
+  // Collectives give up after this; the coordinator's hang detection
+  // (fault_tolerance.hang_timeout_s) names the stuck rank before that.
+  int64_t collective_timeout_ms = 120'000;
+};
+
+// Sends RankReport frames to the agent; callable from any thread.
+class Reporter {
+ public:
+  void Send(const v1::RankReport& report) {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status s = WriteFrame(kReportFd, report);
+    if (!s.ok()) std::cerr << "report not delivered: " << s.message() << "\n";
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+// Reports the loop's progress every interval from its own thread, so a rank
+// blocked in a collective still tells where it is.
+class ProgressReporter {
+ public:
+  ProgressReporter(Reporter& out, const RankArgs& args,
+                   const RankProgress& progress)
+      : thread_([this, &out, args, &progress] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!cv_.wait_for(lock, kProgressInterval, [this] { return stop_; })) {
+            const RankProgress::Snapshot now = progress.Read();
+            v1::RankReport report;
+            auto* p = report.mutable_progress();
+            p->set_job_id(args.job_id);
+            p->set_generation(args.generation);
+            p->set_rank(args.rank);
+            p->set_step(now.step);
+            p->set_collective_seq(now.collectives);
+            p->set_phase(RankProgress::PhaseName(now.phase));
+            out.Send(report);
+          }
+        }) {}
+  ~ProgressReporter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;
 };
 
 torch::Device PickDevice(const v1::JobSpec& spec, int local_rank) {
@@ -62,7 +119,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
 #endif
   (void)device;
   auto options = c10d::ProcessGroupGloo::Options::create(
-      std::chrono::milliseconds(args.rendezvous_timeout_ms));
+      std::chrono::milliseconds(args.collective_timeout_ms));
   options->devices.push_back(
       c10d::ProcessGroupGloo::createDeviceForHostname(args.collective_host));
   options->threads = 1;
@@ -104,16 +161,33 @@ int RunRank(const v1::RankLaunch& launch) {
   const v1::JobSpec& spec = launch.spec();
   args.threads = std::max(1, launch.threads());
   at::set_num_threads(args.threads);
+  const double hang_s = spec.fault_tolerance().hang_timeout_s();
+  if (hang_s > 0) {
+    args.collective_timeout_ms = static_cast<int64_t>(
+        1000 * std::max(2 * hang_s, hang_s + 30));
+  }
 
   RankContext ctx;
+  ctx.job_id = args.job_id;
+  ctx.generation = args.generation;
   ctx.rank = args.rank;
   ctx.world_size = args.world_size;
-  std::mutex report_mu;
+  ctx.resume_path = launch.resume().path();
+  ctx.faults = FaultHooks::FromEnvironment();
+  Reporter reporter;
   ctx.report = [&](const v1::MetricPoint& point) {
-    std::lock_guard<std::mutex> lock(report_mu);
-    absl::Status s = WriteFrame(kReportFd, point);
-    if (!s.ok()) std::cerr << "metrics not delivered: " << s.message() << "\n";
+    v1::RankReport report;
+    *report.mutable_metric() = point;
+    reporter.Send(report);
   };
+  ctx.on_checkpoint = [&](const v1::Checkpoint& checkpoint) {
+    v1::RankReport report;
+    *report.mutable_checkpoint() = checkpoint;
+    reporter.Send(report);
+  };
+  RankProgress progress;
+  ctx.progress = &progress;
+  ProgressReporter progress_reporter(reporter, args, progress);
   // Read the data while the process group forms: both take a while.
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {

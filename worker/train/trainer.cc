@@ -2,13 +2,19 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
+#include <iostream>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "worker/train/batch_prefetcher.h"
+#include "worker/train/checkpointer.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/grad_buckets.h"
 #include "worker/train/grad_sync.h"
@@ -115,6 +121,26 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
                           int64_t{t.bucket_mb()} << 20);
   std::unique_ptr<DynamicLossScaler> scaler;
   if (t.precision() == "fp16") scaler = std::make_unique<DynamicLossScaler>();
+  Checkpointer checkpoints(spec, ctx,
+                           {model.get(), optimizer.get(), params, scaler.get()});
+  int64_t first_step = 0;
+  {
+    ASSIGN_OR_RETURN(std::optional<TrainingCursor> resumed,
+                     checkpoints.Resume(samples_per_step, data.train->size()));
+    if (resumed) {
+      first_step = resumed->epoch * steps_per_epoch +
+                   resumed->samples_in_epoch / samples_per_step;
+    }
+  }
+  RankProgress local_progress;
+  RankProgress& progress = ctx.progress ? *ctx.progress : local_progress;
+  std::ofstream sample_log;
+  if (!ctx.faults.sample_log_dir.empty()) {
+    sample_log.open(absl::StrCat(ctx.faults.sample_log_dir, "/", ctx.job_id,
+                                 "-g", ctx.generation, "-r", ctx.rank,
+                                 ".samples"),
+                    std::ios::app);
+  }
 
   auto report = [&](const char* kind, int64_t step, int epoch,
                     const std::map<std::string, double>& values) {
@@ -137,6 +163,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       {"steps_per_epoch", double(steps_per_epoch)},
       {"train_samples", double(data.train->size())},
       {"eval_samples", double(data.eval ? data.eval->size() : 0)},
+      {"first_step", double(first_step)},
       {"data_wait_ms", data_wait_ms}};
   double parameter_count = 0;
   for (const auto& p : params) parameter_count += p.numel();
@@ -145,12 +172,16 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   report("plan", 0, 0, plan_metric);
 
   TrainResult result;
+  result.first_step = first_step;
+  std::map<std::string, double> eval_now;  // this step's evaluation, if any
   auto evaluate = [&](int64_t step, int epoch) {
     if (!data.eval) return;
+    progress.Enter(RankProgress::Phase::kEvaluation);
     AutocastScope autocast(t.precision(), ctx.device);
     result.eval = Evaluate(*model, *data.eval, spec.task(), ctx.rank,
                            ctx.world_size, t.eval_batch_size(), ctx.device, sync);
     report("eval", step, epoch, result.eval);
+    eval_now = result.eval;
   };
 
   const bool local_sgd = t.local_sgd_steps() > 0;
@@ -159,15 +190,27 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   plan.steps_per_epoch = steps_per_epoch;
   plan.grad_accum = accum;
   plan.micro_batch = micro_batch;
+  plan.first_step = first_step;
   plan.total_steps = total_steps;
+  plan.keep_indices = sample_log.is_open();
   plan.rank = ctx.rank;
   plan.world_size = ctx.world_size;
   BatchPrefetcher batches(*data.train, plan, ctx.device, t.prefetch_batches());
   StepTimes window;
-  int64_t step = 0;
+  int64_t step = first_step;
   int epoch = 0;
   while (step < total_steps) {
     epoch = static_cast<int>(step / steps_per_epoch);
+    progress.BeginStep(step);
+    eval_now.clear();
+    if (ctx.faults.Fires("exit", ctx.rank, ctx.generation, step)) {
+      std::cerr << "fault hook: exiting before step " << step << std::endl;
+      _exit(3);
+    }
+    if (ctx.faults.Fires("hang", ctx.rank, ctx.generation, step)) {
+      std::cerr << "fault hook: hanging before step " << step << std::endl;
+      for (;;) pause();
+    }
     const double lr =
         ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
     SetLr(*optimizer, lr);
@@ -177,6 +220,11 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       auto mark = Clock::now();
       ASSIGN_OR_RETURN(Batch batch, batches.Next());
       window.data += Seconds(mark);
+      if (sample_log.is_open()) {
+        sample_log << step;
+        for (int64_t id : batch.indices) sample_log << ' ' << id;
+        sample_log << '\n';
+      }
       mark = Clock::now();
       {
         AutocastScope autocast(t.precision(), ctx.device);
@@ -192,9 +240,12 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       }
       window.compute += Seconds(mark);
     }
+    if (sample_log.is_open()) sample_log.flush();
     double exposed = 0;
+    progress.Enter(RankProgress::Phase::kAllReduce);
     std::vector<double> loss{buckets.Finish(&exposed)};
     window.comm += exposed;
+    progress.Enter(RankProgress::Phase::kOptimizer);
     auto mark = Clock::now();
     bool finite = true;
     if (scaler) {
@@ -250,8 +301,27 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       evaluate(step, epoch);
     }
     if (epoch_end) evaluate(step, epoch);
+    if (checkpoints.Due(step, epoch_end)) {
+      progress.Enter(RankProgress::Phase::kCheckpoint);
+      // Local SGD replicas drift between averages; save their mean.
+      if (local_sgd && step % t.local_sgd_steps() != 0) sync.AverageParameters();
+      TrainingCursor cursor;
+      cursor.step = step;
+      cursor.epoch = static_cast<int>(step / steps_per_epoch);
+      cursor.samples_in_epoch = (step % steps_per_epoch) * samples_per_step;
+      cursor.global_batch = samples_per_step;
+      cursor.train_samples = data.train->size();
+      cursor.world_size = ctx.world_size;
+      absl::Status saved = checkpoints.Save(cursor, eval_now);
+      // A failed write loses this checkpoint, not the run; it is on stderr.
+      if (!saved.ok()) {
+        std::cerr << "checkpoint of step " << step
+                  << " not written: " << saved.message() << std::endl;
+      }
+    }
   }
   result.steps = step;
+  result.checkpoints = checkpoints.written();
   if (scaler) result.skipped_steps = scaler->skipped_steps();
   for (const auto& p : params) result.parameters.push_back(p.detach().cpu());
   return result;

@@ -1,35 +1,16 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "trainctl/v1/jobs.pb.h"
 #include "trainctl/v1/spec.pb.h"
-#include "worker/train/data/dataset.h"
+#include "worker/train/rank_context.h"
 
 namespace trainctl::train {
-
-// Where one rank of a job runs and how it reaches its peers.
-struct RankContext {
-  int rank = 0;
-  int world_size = 1;
-  // Null when world_size is 1: a single rank needs no collectives.
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
-  torch::Device device = torch::kCPU;
-  // Receives metric points (rank 0 reports the job-wide ones).
-  std::function<void(const v1::MetricPoint&)> report;
-  // Supplies the datasets when set (the rank process loads them while it
-  // joins the process group); otherwise Train loads them itself.
-  std::function<absl::StatusOr<Datasets>()> load_data;
-  // Start-up timings (ms) to report with the plan metric, e.g. join_ms.
-  std::map<std::string, double> startup;
-};
 
 struct TrainResult {
   int64_t steps = 0;
@@ -37,6 +18,8 @@ struct TrainResult {
   std::map<std::string, double> eval;     // last evaluation; empty if none
   std::vector<torch::Tensor> parameters;  // final, on the CPU
   int64_t skipped_steps = 0;     // fp16 steps skipped for inf/nan gradients
+  int64_t first_step = 0;        // where it resumed (0 = from scratch)
+  int64_t checkpoints = 0;       // written by this rank
 };
 
 // Runs the data-parallel training loop of `spec` as one rank:
@@ -54,7 +37,9 @@ struct TrainResult {
 //     and backward under autocast with fp32 master weights; fp16 (CUDA) adds
 //     a dynamic loss scaler that skips steps with inf/nan gradients;
 //   * evaluation every eval_every_steps and at each epoch end is sharded
-//     without padding and reduced exactly.
+//     without padding and reduced exactly;
+//   * with ctx.resume_path it continues from that checkpoint's step, and with
+//     spec.checkpoint.dir rank 0 writes checkpoints (checkpointer.h).
 // LibTorch and c10d exceptions are caught and returned as a Status.
 absl::StatusOr<TrainResult> Train(const v1::JobSpec& spec,
                                   const RankContext& ctx);

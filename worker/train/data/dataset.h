@@ -17,6 +17,7 @@ namespace trainctl::train {
 struct Batch {
   torch::Tensor inputs;
   torch::Tensor targets;
+  std::vector<int64_t> indices;  // sample ids, only when the plan records them
 };
 
 // A random-access dataset held in memory. Thread-safe for concurrent Gather.

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace trainctl {
+
+// Files that are either wholly there or not there at all, for checkpoints.
+
+// Writes `bytes` so that `path` holds either its old content or all of the
+// new one, never a part: a temporary name in the same directory
+// (".<name>.tmp-<pid>"), fsync, rename over `path`, fsync of the directory.
+// `halfway` (tests' fault hook) runs after half of the bytes are written.
+// Errors name the path and the failing call; the temporary file is removed.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::string_view bytes,
+                                 const std::function<void()>& halfway = {});
+
+// The whole file. NOT_FOUND when absent; other failures name the path.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// mkdir -p with mode 0755; OK when it exists already as a directory.
+absl::Status MakeDirs(const std::string& dir);
+
+// Removes temporary files that writers which died mid-write left in `dir`;
+// returns how many were removed.
+int RemoveStaleTemporaries(const std::string& dir);
+
+// True when `path` is `dir` itself or lies inside it, after resolving "." and
+// ".." lexically (no symlinks followed); both must be absolute.
+bool IsInsideDir(const std::string& path, const std::string& dir);
+
+}  // namespace trainctl

@@ -1,0 +1,88 @@
+#include "coordinator/hang_detector.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+auto Position(const v1::RankProgress& p) {
+  return std::make_tuple(p.step(), p.collective_seq());
+}
+
+std::string Where(const v1::RankProgress& p) {
+  if (p.phase() == "all-reduce") {
+    return absl::StrCat("all-reduce #", p.collective_seq(), " at step ",
+                        p.step());
+  }
+  return absl::StrCat(p.phase(), " at step ", p.step());
+}
+
+}  // namespace
+
+void RecordProgress(v1::Job& job, const v1::RankHeartbeat& beat,
+                    int64_t now_ms) {
+  for (v1::RankProgress& p : *job.mutable_progress()) {
+    if (p.rank() != beat.rank()) continue;
+    if (p.step() != beat.step() || p.collective_seq() != beat.collective_seq() ||
+        p.phase() != beat.phase()) {
+      p.set_step(beat.step());
+      p.set_collective_seq(beat.collective_seq());
+      p.set_phase(beat.phase());
+      p.set_changed_unix_ms(now_ms);
+    }
+    return;
+  }
+  v1::RankProgress* p = job.add_progress();
+  p->set_rank(beat.rank());
+  p->set_step(beat.step());
+  p->set_collective_seq(beat.collective_seq());
+  p->set_phase(beat.phase());
+  p->set_changed_unix_ms(now_ms);
+}
+
+std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
+                                    int64_t timeout_ms) {
+  if (timeout_ms <= 0) return std::nullopt;
+  const v1::RankProgress* stuck = nullptr;
+  for (const v1::RankProgress& p : job.progress()) {
+    if (p.phase() == "starting") continue;
+    if (now_ms - p.changed_unix_ms() < timeout_ms) continue;
+    if (stuck == nullptr || Position(p) < Position(*stuck)) stuck = &p;
+  }
+  if (stuck == nullptr) return std::nullopt;
+  // Name the rank furthest behind among all of them: a rank that hangs in
+  // compute leaves the others blocked, and equally stale, one collective on.
+  const v1::RankProgress* behind = stuck;
+  for (const v1::RankProgress& p : job.progress()) {
+    if (Position(p) < Position(*behind)) behind = &p;
+  }
+  std::string worker = "an unknown worker";
+  if (behind->rank() >= 0 && behind->rank() < job.ranks_size()) {
+    worker = absl::StrCat("worker ", job.ranks(behind->rank()).worker());
+  }
+  const int64_t stale_s = (now_ms - behind->changed_unix_ms()) / 1000;
+  std::string out = absl::StrCat("rank ", behind->rank(), " on ", worker,
+                                 " stuck in ", Where(*behind), " for ", stale_s,
+                                 " s");
+  std::vector<int> waiting;
+  const v1::RankProgress* ahead = nullptr;
+  for (const v1::RankProgress& p : job.progress()) {
+    if (&p == behind || Position(p) == Position(*behind)) continue;
+    waiting.push_back(p.rank());
+    ahead = &p;
+  }
+  if (!waiting.empty()) {
+    std::sort(waiting.begin(), waiting.end());
+    absl::StrAppend(&out, " (rank", waiting.size() == 1 ? " " : "s ",
+                    absl::StrJoin(waiting, ", "), waiting.size() == 1 ? " waits" : " wait",
+                    " in ", Where(*ahead), ")");
+  }
+  return out;
+}
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,359 @@
+// JobManager's fault tolerance: restarting generations from checkpoints,
+// the checkpoint catalog, hang detection, re-adopting ranks after a
+// coordinator restart, and elastic growth.
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/log.h"
+#include "coordinator/checkpoint_retention.h"
+#include "coordinator/hang_detector.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+
+void JobManager::EndGenerationLocked(v1::Job& job, const std::string& why,
+                                     bool counted, Outbox* outbox) {
+  const int max_restarts = job.spec().fault_tolerance().max_restarts();
+  if (counted && job.restarts() >= max_restarts) {
+    EndJobLocked(job, v1::JOB_STATE_FAILED,
+                 max_restarts == 0
+                     ? why
+                     : absl::StrCat(why, "; no restarts left (", job.restarts(),
+                                    " of ", max_restarts, " used)"),
+                 outbox);
+    return;
+  }
+  if (counted) job.set_restarts(job.restarts() + 1);
+  StopRanksLocked(job, why, outbox);
+  rendezvous_.DropJob(job.id());
+  reattach_deadline_ms_.erase(job.id());
+  job.clear_progress();
+  const v1::Checkpoint from = ResumePointLocked(job);
+  std::string reason =
+      counted ? absl::StrCat(why, "; restart ", job.restarts(), " of ",
+                             max_restarts)
+              : absl::StrCat(why, "; restarting");
+  absl::StrAppend(&reason, from.path().empty()
+                               ? " from the beginning (no checkpoint yet)"
+                               : absl::StrCat(" from the checkpoint at step ",
+                                              from.step()));
+  TransitionLocked(job, v1::JOB_STATE_RESTARTING, reason);
+  queue_.push_front(job.id());
+  ScheduleLocked(outbox);
+}
+
+std::optional<v1::Checkpoint> JobManager::LatestCheckpointLocked(
+    const std::string& job_id) {
+  absl::StatusOr<std::vector<CheckpointRecord>> catalog =
+      store_.ListCheckpoints(job_id);
+  if (!catalog.ok()) {
+    TLOG_ERROR << "cannot read the checkpoint catalog of " << job_id << ": "
+               << catalog.status().message();
+    return std::nullopt;
+  }
+  if (catalog->empty()) return std::nullopt;
+  return catalog->back().info;
+}
+
+v1::Checkpoint JobManager::ResumePointLocked(const v1::Job& job) {
+  if (std::optional<v1::Checkpoint> latest = LatestCheckpointLocked(job.id())) {
+    return *latest;
+  }
+  // Not yet checkpointed itself: start where it was submitted to start.
+  return job.resume_from().job_id() != job.id() ? job.resume_from()
+                                                 : v1::Checkpoint();
+}
+
+absl::StatusOr<v1::Checkpoint> JobManager::FindCheckpoint(
+    const std::string& ref) {
+  const std::vector<std::string> parts =
+      absl::StrSplit(ref, absl::MaxSplits(':', 1));
+  int64_t step = -1;
+  if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &step)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resume_from: '", ref, "' is not JOB or JOB:STEP"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (FindLocked(parts[0]) == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("resume_from: no job with id '", parts[0], "'"));
+  }
+  absl::StatusOr<std::vector<CheckpointRecord>> catalog =
+      store_.ListCheckpoints(parts[0]);
+  if (!catalog.ok()) return catalog.status();
+  if (catalog->empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "resume_from: job ", parts[0], " has no checkpoints"));
+  }
+  if (step < 0) return catalog->back().info;
+  for (const CheckpointRecord& c : *catalog) {
+    if (c.step == step) return c.info;
+  }
+  std::vector<std::string> steps;
+  for (const CheckpointRecord& c : *catalog) steps.push_back(absl::StrCat(c.step));
+  return absl::NotFoundError(absl::StrCat(
+      "resume_from: job ", parts[0], " has no checkpoint at step ", step,
+      " (it has steps ", absl::StrJoin(steps, ", "), ")"));
+}
+
+absl::StatusOr<std::vector<v1::Checkpoint>> JobManager::Checkpoints(
+    const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (FindLocked(job_id) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  }
+  absl::StatusOr<std::vector<CheckpointRecord>> catalog =
+      store_.ListCheckpoints(job_id);
+  if (!catalog.ok()) return catalog.status();
+  std::vector<v1::Checkpoint> out;
+  for (const CheckpointRecord& c : *catalog) out.push_back(c.info);
+  return out;
+}
+
+absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
+                                          const v1::RankCheckpoint& message) {
+  Outbox outbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status owner =
+        CheckRankOwnerLocked(worker, message.job_id(), message.generation(), 0);
+    if (!owner.ok()) return owner;
+    v1::Job& job = *FindLocked(message.job_id());
+    // A late report of a generation that was already replaced would mix two
+    // histories; the one that is running now writes its own.
+    if (message.generation() != job.generation()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint of generation ", message.generation(), " of job ",
+          job.id(), " arrived after generation ", job.generation(),
+          " started; ignored"));
+    }
+    const v1::CheckpointSpec& spec = job.spec().checkpoint();
+    v1::Checkpoint info = message.checkpoint();
+    info.set_job_id(job.id());
+    info.set_generation(message.generation());
+    CheckpointRecord record;
+    record.job_id = job.id();
+    record.step = info.step();
+    record.path = info.path();
+    record.created_unix_ms = info.created_unix_ms();
+    record.metric = BestByValue(info, spec);
+    record.info = info;
+    if (absl::Status put = store_.PutCheckpoint(record); !put.ok()) {
+      TLOG_ERROR << "cannot catalog checkpoint " << info.path() << ": "
+                 << put.message();
+      return put;
+    }
+    absl::StatusOr<std::vector<CheckpointRecord>> catalog =
+        store_.ListCheckpoints(job.id());
+    v1::DeleteCheckpoints prune;
+    if (catalog.ok()) {
+      std::vector<v1::Checkpoint> infos;
+      for (const auto& c : *catalog) infos.push_back(c.info);
+      for (int64_t step : CheckpointsToPrune(infos, spec)) {
+        auto it = std::find_if(infos.begin(), infos.end(),
+                               [&](const v1::Checkpoint& c) {
+                                 return c.step() == step;
+                               });
+        if (store_.DeleteCheckpoint(job.id(), step).ok()) {
+          prune.add_paths(it->path());
+        }
+      }
+    }
+    if (prune.paths_size() > 0) {
+      prune.set_job_id(job.id());
+      prune.set_dir(absl::StrCat(spec.dir(), "/", job.id()));
+      v1::CoordinatorMessage m;
+      *m.mutable_delete_checkpoints() = std::move(prune);
+      outbox.push_back({registry_.Find(worker)->link, std::move(m)});
+    }
+    v1::JobEvent event;
+    event.set_time_unix_ms(info.created_unix_ms());
+    v1::MetricPoint* point = event.mutable_metric();
+    point->set_kind("checkpoint");
+    point->set_step(info.step());
+    point->set_epoch(info.epoch());
+    point->set_time_unix_ms(info.created_unix_ms());
+    (*point->mutable_values())["bytes"] = static_cast<double>(info.bytes());
+    (*point->mutable_values())["world_size"] = info.world_size();
+    RecordEventLocked(job.id(), std::move(event));
+    MaybeGrowLocked(job, &outbox);
+    SaveLocked().IgnoreError();
+  }
+  Deliver(outbox);
+  return absl::OkStatus();
+}
+
+PendingJob JobManager::PendingLocked(const v1::Job& job) const {
+  PendingJob pending;
+  pending.id = job.id();
+  pending.ranks = job.spec().ranks();
+  if (job.state() != v1::JOB_STATE_RESTARTING) return pending;
+  const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
+  pending.ranks = std::max(ft.max_workers(), 1);
+  pending.min_ranks = std::max(ft.min_workers(), 1);
+  pending.batch = job.spec().training().batch_size();
+  int stopping = 0;
+  for (const v1::RankInfo& rank : job.ranks()) {
+    if (registry_.Holds(rank.worker(),
+                        {job.id(), job.generation(), rank.rank()})) {
+      ++stopping;
+    }
+  }
+  if (stopping > 0) {
+    pending.not_ready = absl::StrCat("waiting for ", stopping, " rank",
+                                     stopping == 1 ? "" : "s", " of generation ",
+                                     job.generation(), " to stop");
+  }
+  return pending;
+}
+
+void JobManager::OnProgress(const std::string& worker,
+                            const v1::Heartbeat& beat) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowUnixMs();
+  for (const v1::RankHeartbeat& rank : beat.ranks()) {
+    if (!CheckRankOwnerLocked(worker, rank.job_id(), rank.generation(),
+                              rank.rank())
+             .ok()) {
+      continue;
+    }
+    v1::Job& job = *FindLocked(rank.job_id());
+    if (job.state() == v1::JOB_STATE_RUNNING &&
+        rank.generation() == job.generation()) {
+      RecordProgress(job, rank, now);
+    }
+  }
+}
+
+void JobManager::CheckHangsLocked(Outbox* outbox) {
+  const int64_t now = clock_.NowUnixMs();
+  for (const std::string& id : order_) {
+    v1::Job& job = jobs_.at(id);
+    if (job.state() != v1::JOB_STATE_RUNNING) continue;
+    const auto timeout_ms = static_cast<int64_t>(
+        job.spec().fault_tolerance().hang_timeout_s() * 1000);
+    std::optional<std::string> hang = FindHang(job, now, timeout_ms);
+    if (hang) EndGenerationLocked(job, *hang, /*counted=*/true, outbox);
+  }
+}
+
+void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
+                                     const std::shared_ptr<AgentLink>& link,
+                                     v1::Registered* registered,
+                                     Outbox* outbox) {
+  std::set<std::pair<std::string, int>> cancel;  // (job, generation)
+  for (const v1::RankStatus& status : info.ranks()) {
+    v1::Job* job = FindLocked(status.job_id());
+    const bool owned = job != nullptr &&
+                       job->state() == v1::JOB_STATE_RUNNING &&
+                       job->generation() == status.generation() &&
+                       status.rank() >= 0 &&
+                       status.rank() < job->ranks_size() &&
+                       job->ranks(status.rank()).worker() == info.name();
+    if (!owned) {
+      if (status.running()) cancel.insert({status.job_id(), status.generation()});
+      continue;
+    }
+    v1::RankInfo* rank = job->mutable_ranks(status.rank());
+    if (rank->state() == v1::RANK_STATE_EXITED) continue;
+    // An exited rank is adopted too: its last reports and then its exit
+    // follow, re-sent by the agent in that order.
+    registry_.Occupy(info.name(),
+                     {job->id(), job->generation(), status.rank()});
+    TLOG_INFO << "re-adopted rank " << status.rank() << " of " << job->id()
+              << " on " << info.name();
+    v1::RankCursor* cursor = registered->add_cursors();
+    cursor->set_job_id(job->id());
+    cursor->set_generation(job->generation());
+    cursor->set_rank(status.rank());
+    cursor->set_last_seq(rank->last_report_seq());
+    if (status.running()) {
+      rank->set_state(v1::RANK_STATE_RUNNING);
+      rank->set_pid(status.pid());
+      MarkDirtyLocked(job->id());
+    }
+  }
+  for (const auto& [job_id, generation] : cancel) {
+    v1::CoordinatorMessage m;
+    m.mutable_cancel()->set_job_id(job_id);
+    m.mutable_cancel()->set_generation(generation);
+    m.mutable_cancel()->set_reason(
+        "no current job generation owns these ranks any more");
+    outbox->push_back({link, std::move(m)});
+  }
+}
+
+bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,
+                                   int64_t seq) {
+  if (seq <= 0 || generation != job.generation() || rank < 0 ||
+      rank >= job.ranks_size()) {
+    return true;  // not numbered: nothing to deduplicate against
+  }
+  v1::RankInfo* info = job.mutable_ranks(rank);
+  if (seq <= info->last_report_seq()) return false;
+  // Saved with the event it admits, in the same group write.
+  info->set_last_report_seq(seq);
+  MarkDirtyLocked(job.id());
+  return true;
+}
+
+void JobManager::CheckReattachLocked(Outbox* outbox) {
+  const int64_t now = clock_.NowUnixMs();
+  std::vector<std::string> settled, overdue;
+  for (const auto& [id, deadline] : reattach_deadline_ms_) {
+    const v1::Job& job = jobs_.at(id);
+    bool all_back = true;
+    for (const v1::RankInfo& rank : job.ranks()) {
+      if (rank.state() != v1::RANK_STATE_EXITED &&
+          !registry_.Holds(rank.worker(),
+                           {id, job.generation(), rank.rank()})) {
+        all_back = false;
+      }
+    }
+    if (all_back) {
+      settled.push_back(id);  // every rank is accounted for
+    } else if (now >= deadline) {
+      overdue.push_back(id);
+    }
+  }
+  for (const std::string& id : settled) reattach_deadline_ms_.erase(id);
+  for (const std::string& id : overdue) {
+    reattach_deadline_ms_.erase(id);
+    v1::Job& job = jobs_.at(id);
+    EndGenerationLocked(
+        job,
+        absl::StrCat("not every rank of generation ", job.generation(),
+                     " came back within ", reattach_grace_ms_ / 1000,
+                     " s of the coordinator restarting"),
+        /*counted=*/false, outbox);
+  }
+}
+
+void JobManager::MaybeGrowLocked(v1::Job& job, Outbox* outbox) {
+  const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
+  if (!ft.elastic() || job.state() != v1::JOB_STATE_RUNNING ||
+      job.world_size() >= ft.max_workers() || !queue_.empty()) {
+    return;
+  }
+  int free = 0;
+  for (const WorkerSlots& w : registry_.FreeSlots()) free += w.free_slots;
+  const int64_t batch = job.spec().training().batch_size();
+  int grown = 0;
+  for (int n = std::min(ft.max_workers(), job.world_size() + free);
+       n > job.world_size() && grown == 0; --n) {
+    if (batch % n == 0) grown = n;
+  }
+  if (grown == 0) return;
+  EndGenerationLocked(job,
+                      absl::StrCat("growing from ", job.world_size(), " to ",
+                                   grown, " ranks (elastic)"),
+                      /*counted=*/false, outbox);
+}
+
+}  // namespace trainctl::coordinator

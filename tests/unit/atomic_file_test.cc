@@ -1,0 +1,79 @@
+#include "common/atomic_file.h"
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace trainctl {
+namespace {
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/atomic_file_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  std::string dir_;
+};
+
+TEST_F(AtomicFileTest, WritesReplacesAndReadsBack) {
+  const std::string path = dir_ + "/a.ckpt";
+  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "second, longer").ok());
+  EXPECT_EQ(*ReadWholeFile(path), "second, longer");
+  EXPECT_EQ(ReadWholeFile(dir_ + "/none").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(AtomicFileTest, AWriterThatDiesHalfwayLeavesTheOldFile) {
+  const std::string path = dir_ + "/a.ckpt";
+  ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
+  const pid_t child = fork();
+  if (child == 0) {
+    (void)WriteFileAtomically(path, std::string(1 << 20, 'x'), [] { _exit(9); });
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 9);
+  EXPECT_EQ(*ReadWholeFile(path), "old contents");
+  EXPECT_EQ(RemoveStaleTemporaries(dir_), 1);
+  EXPECT_EQ(RemoveStaleTemporaries(dir_), 0);
+  EXPECT_EQ(*ReadWholeFile(path), "old contents");
+}
+
+TEST_F(AtomicFileTest, ErrorsNameThePath) {
+  absl::Status s = WriteFileAtomically(dir_ + "/missing/dir/a.ckpt", "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(std::string(s.message()).find(dir_ + "/missing/dir"),
+            std::string::npos);
+}
+
+TEST_F(AtomicFileTest, MakeDirsCreatesNestedDirectoriesOnce) {
+  ASSERT_TRUE(MakeDirs(dir_ + "/x/y/z").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/x/y/z").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/x/file", "f").ok());
+  EXPECT_EQ(MakeDirs(dir_ + "/x/file").code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(IsInsideDirTest, ResolvesDotsLexically) {
+  EXPECT_TRUE(IsInsideDir("/ckpt/job-1/step-1.ckpt", "/ckpt/job-1"));
+  EXPECT_TRUE(IsInsideDir("/ckpt/job-1/./a/../step.ckpt", "/ckpt/job-1/"));
+  EXPECT_FALSE(IsInsideDir("/ckpt/job-1/../job-2/step.ckpt", "/ckpt/job-1"));
+  EXPECT_FALSE(IsInsideDir("/ckpt/job-10/step.ckpt", "/ckpt/job-1"));
+  EXPECT_FALSE(IsInsideDir("relative/step.ckpt", "/ckpt"));
+  EXPECT_FALSE(IsInsideDir("/etc/passwd", "/ckpt"));
+}
+
+}  // namespace
+}  // namespace trainctl

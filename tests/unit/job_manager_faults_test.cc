@@ -1,0 +1,341 @@
+// JobManager's fault tolerance driven with fakes: restarts from checkpoints,
+// max_restarts, cancel during a restart, lost workers, hangs, the catalog and
+// its retention, resuming another job's checkpoint, re-adopting ranks after
+// a coordinator restart, and elastic growth.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/job_manager_fixture.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ranks R, global batch `batch`, checkpoints under /ckpt, and `extra` YAML.
+std::string FaultSpec(int ranks, int batch, const std::string& extra,
+                      const std::string& checkpoint =
+                          "{dir: /ckpt, every_steps: 10}") {
+  return "name: ft\nranks: " + std::to_string(ranks) +
+         "\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+         "training: {batch_size: " + std::to_string(batch) + "}\n" +
+         "checkpoint: " + checkpoint + "\n" + extra;
+}
+
+class JobManagerFaultsTest : public JobManagerTest {
+ protected:
+  void Checkpoint(const std::string& worker, const std::string& job, int gen,
+                  int64_t step, std::map<std::string, double> metrics = {}) {
+    v1::RankCheckpoint c;
+    c.set_job_id(job);
+    c.set_generation(gen);
+    c.mutable_checkpoint()->set_step(step);
+    c.mutable_checkpoint()->set_path("/ckpt/" + job + "/step-" +
+                                     std::to_string(step) + ".ckpt");
+    c.mutable_checkpoint()->set_world_size(2);
+    for (const auto& [k, v] : metrics) {
+      (*c.mutable_checkpoint()->mutable_metrics())[k] = v;
+    }
+    ASSERT_TRUE(jobs_.OnRankCheckpoint(worker, c).ok());
+  }
+
+  void Progress(const std::string& worker, const std::string& job, int rank,
+                int64_t step, int64_t seq, const std::string& phase) {
+    v1::Heartbeat beat;
+    v1::RankHeartbeat* r = beat.add_ranks();
+    r->set_job_id(job);
+    r->set_generation(1);
+    r->set_rank(rank);
+    r->set_step(step);
+    r->set_collective_seq(seq);
+    r->set_phase(phase);
+    jobs_.Heartbeat(worker);
+    jobs_.OnProgress(worker, beat);
+  }
+};
+
+TEST_F(JobManagerFaultsTest, FailedRankRestartsFromLatestCheckpoint) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(2, 16, "fault_tolerance: {max_restarts: 2}\n"), false);
+  Checkpoint("w1", job.id(), 1, 10);
+  Checkpoint("w1", job.id(), 1, 20);
+  Exit("w2", job.id(), 1, 1, "boom");
+
+  v1::Job restarting = *jobs_.Get(job.id());
+  EXPECT_EQ(restarting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_EQ(restarting.reason(),
+            "rank 1 on worker w2 exited with code 1: boom; restart 1 of 2 "
+            "from the checkpoint at step 20");
+  EXPECT_EQ(restarting.restarts(), 1);
+  EXPECT_EQ(w1->Cancels(), 1);
+  // Rank 0 still holds its slot: the next generation waits for it.
+  EXPECT_EQ(restarting.pending_reason(),
+            "waiting for 1 rank of generation 1 to stop");
+
+  Exit("w1", job.id(), 0, -15);
+  v1::Job running = *jobs_.Get(job.id());
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.generation(), 2);
+  EXPECT_EQ(running.world_size(), 2);
+  EXPECT_THAT(running.reason(), HasSubstr("at step 20"));
+  ASSERT_EQ(w2->Assignments().size(), 2u);
+  const v1::RankAssignment again = w2->Assignments()[1];
+  EXPECT_EQ(again.generation(), 2);
+  EXPECT_EQ(again.resume().step(), 20);
+  EXPECT_EQ(again.resume().path(), "/ckpt/" + job.id() + "/step-20.ckpt");
+
+  // A late checkpoint report from generation 1 is refused.
+  v1::RankCheckpoint late;
+  late.set_job_id(job.id());
+  late.set_generation(1);
+  late.mutable_checkpoint()->set_step(30);
+  EXPECT_FALSE(jobs_.OnRankCheckpoint("w1", late).ok());
+}
+
+TEST_F(JobManagerFaultsTest, ExhaustedRestartsFailWithTheReason) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(1, 8, "fault_tolerance: {max_restarts: 1}\n"), false);
+  Exit("w1", job.id(), 0, 1, "first", 1);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(jobs_.Get(job.id())->generation(), 2);
+  Exit("w1", job.id(), 0, 1, "second", 2);
+  v1::Job failed = *jobs_.Get(job.id());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(failed.reason(),
+            "rank 0 on worker w1 exited with code 1: second; no restarts "
+            "left (1 of 1 used)");
+}
+
+TEST_F(JobManagerFaultsTest, CancelDuringRestartWins) {
+  auto w1 = AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(FaultSpec(2, 16, ""), false);
+  Exit("w2", job.id(), 1, 1);
+  ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
+  v1::Job cancelled = *jobs_.Cancel(job.id(), "");
+  EXPECT_EQ(cancelled.state(), v1::JOB_STATE_CANCELLED);
+  Exit("w1", job.id(), 0, -15);  // the survivor stops afterwards
+  v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(after.generation(), 1);
+  for (const auto& w : jobs_.Workers()) EXPECT_EQ(w.slots_free(), 1);
+}
+
+TEST_F(JobManagerFaultsTest, LostWorkerRestartsOnFewerRanks) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  auto w3 = AddWorker("w3", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(3, 24, "fault_tolerance: {min_workers: 2}\n"), false);
+  Checkpoint("w1", job.id(), 1, 10);
+  jobs_.WorkerDisconnected("w3", w3.get());
+  v1::Job restarting = *jobs_.Get(job.id());
+  EXPECT_EQ(restarting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(restarting.reason(), HasSubstr("worker w3 running rank 2 was lost"));
+  Exit("w1", job.id(), 0, -15);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
+  Exit("w2", job.id(), 1, -15);
+  v1::Job running = *jobs_.Get(job.id());
+  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(running.world_size(), 2);
+  EXPECT_EQ(running.ranks_size(), 2);
+  EXPECT_EQ(w1->Assignments().back().world_size(), 2);
+  EXPECT_EQ(w1->Assignments().back().resume().step(), 10);
+}
+
+TEST_F(JobManagerFaultsTest, RestartWaitsWhenNoWorldSizeDividesTheBatch) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  auto w3 = AddWorker("w3", 1);
+  // 3 ranks with batch 9: 2 ranks would not split it evenly.
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(3, 9, "fault_tolerance: {min_workers: 2}\n"), false);
+  jobs_.WorkerDisconnected("w3", w3.get());
+  Exit("w1", job.id(), 0, -15);
+  Exit("w2", job.id(), 1, -15);
+  v1::Job waiting = *jobs_.Get(job.id());
+  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_EQ(waiting.pending_reason(),
+            "needs 2 to 3 slots (a count that divides the batch of 9); 2 of "
+            "2 registered slots free");
+}
+
+TEST_F(JobManagerFaultsTest, HungRankIsNamedAndTheGenerationRestarts) {
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(2, 16, "fault_tolerance: {hang_timeout_s: 5}\n"), false);
+  Progress("w1", job.id(), 0, 10, 11, "all-reduce");
+  Progress("w2", job.id(), 1, 10, 10, "compute");
+  clock_.AdvanceMs(4'000);
+  Progress("w1", job.id(), 0, 10, 11, "all-reduce");
+  Progress("w2", job.id(), 1, 10, 10, "compute");
+  jobs_.CheckLeases();
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  clock_.AdvanceMs(2'000);
+  Progress("w1", job.id(), 0, 10, 11, "all-reduce");
+  Progress("w2", job.id(), 1, 10, 10, "compute");
+  jobs_.CheckLeases();
+  v1::Job hung = *jobs_.Get(job.id());
+  EXPECT_EQ(hung.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(hung.reason(),
+              HasSubstr("rank 1 on worker w2 stuck in compute at step 10 for "
+                        "6 s (rank 0 waits in all-reduce #11 at step 10)"));
+}
+
+TEST_F(JobManagerFaultsTest, ProgressThatMovesIsNotAHang) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(1, 8, "fault_tolerance: {hang_timeout_s: 5}\n"), false);
+  for (int step = 1; step <= 5; ++step) {
+    clock_.AdvanceMs(3'000);
+    Progress("w1", job.id(), 0, step, step, "compute");
+    jobs_.CheckLeases();
+  }
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerFaultsTest, RetentionKeepsTheNewestAndTheBest) {
+  auto w1 = AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(1, 8, "",
+                "{dir: /ckpt, keep_last: 2, keep_best_by: eval_accuracy}"),
+      false);
+  Checkpoint("w1", job.id(), 1, 10, {{"accuracy", 0.9}});
+  Checkpoint("w1", job.id(), 1, 20, {{"accuracy", 0.8}});
+  Checkpoint("w1", job.id(), 1, 30, {{"accuracy", 0.85}});
+  Checkpoint("w1", job.id(), 1, 40);
+  std::vector<int64_t> steps;
+  for (const auto& c : *jobs_.Checkpoints(job.id())) steps.push_back(c.step());
+  EXPECT_EQ(steps, (std::vector<int64_t>{10, 30, 40}));
+  std::vector<std::string> deleted;
+  for (const auto& m : w1->sent) {
+    for (const auto& p : m.delete_checkpoints().paths()) deleted.push_back(p);
+    if (m.has_delete_checkpoints()) {
+      EXPECT_EQ(m.delete_checkpoints().dir(), "/ckpt/" + job.id());
+    }
+  }
+  EXPECT_EQ(deleted,
+            (std::vector<std::string>{"/ckpt/" + job.id() + "/step-20.ckpt"}));
+  // Each checkpoint is also an event that watchers see.
+  int checkpoint_events = 0;
+  for (const auto& e : Events(job.id())) {
+    checkpoint_events += e.metric().kind() == "checkpoint";
+  }
+  EXPECT_EQ(checkpoint_events, 4);
+}
+
+TEST_F(JobManagerFaultsTest, SubmitResumesFromAnotherJobsCheckpoint) {
+  auto w1 = AddWorker("w1", 2);
+  v1::Job first = *jobs_.Submit(FaultSpec(1, 8, ""), false);
+  Checkpoint("w1", first.id(), 1, 10);
+  Checkpoint("w1", first.id(), 1, 20);
+  v1::Job second =
+      *jobs_.Submit(FaultSpec(1, 8, ""), false, first.id() + ":10");
+  EXPECT_EQ(second.resume_from().step(), 10);
+  EXPECT_EQ(w1->Assignments().back().job_id(), second.id());
+  EXPECT_EQ(w1->Assignments().back().resume().path(),
+            "/ckpt/" + first.id() + "/step-10.ckpt");
+  v1::Job latest = *jobs_.Submit(FaultSpec(1, 8, ""), true, first.id());
+  EXPECT_EQ(latest.resume_from().step(), 20);
+
+  absl::StatusOr<v1::Job> missing =
+      jobs_.Submit(FaultSpec(1, 8, ""), false, first.id() + ":15");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("no checkpoint at step 15 (it has steps 10, 20)"));
+  EXPECT_EQ(jobs_.Submit(FaultSpec(1, 8, ""), false, "job-99").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerFaultsTest, ReconnectingAgentReadoptsRanksAfterRecover) {
+  auto w1 = AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(FaultSpec(1, 8, ""), false);
+  v1::Job other = *jobs_.Submit(FaultSpec(1, 8, ""), false);  // queued
+  // Reports 1 and 2 arrive, then 2 again (a re-send): kept once.
+  for (int64_t seq : {1, 2, 2}) {
+    v1::RankMetrics m;
+    m.set_job_id(job.id());
+    m.set_generation(1);
+    m.set_seq(seq);
+    m.mutable_point()->set_kind("train");
+    m.mutable_point()->set_step(seq);
+    ASSERT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+  }
+  int train_events = 0;
+  for (const auto& e : Events(job.id())) train_events += e.has_metric();
+  EXPECT_EQ(train_events, 2);
+
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+  auto link = std::make_shared<FakeAgentLink>();
+  v1::RegisterRequest reg;
+  reg.set_name("w1");
+  reg.set_slots(1);
+  v1::RankStatus* mine = reg.add_ranks();
+  mine->set_job_id(job.id());
+  mine->set_generation(1);
+  mine->set_rank(0);
+  mine->set_running(true);
+  mine->set_pid(4242);
+  v1::RankStatus* stale = reg.add_ranks();
+  stale->set_job_id("job-77");
+  stale->set_generation(3);
+  stale->set_running(true);
+  ASSERT_TRUE(restarted.RegisterWorker(reg, link).ok());
+  // The agent learns the last report the coordinator kept from the rank.
+  ASSERT_TRUE(link->sent[0].has_registered());
+  ASSERT_EQ(link->sent[0].registered().cursors_size(), 1);
+  EXPECT_EQ(link->sent[0].registered().cursors(0).job_id(), job.id());
+  EXPECT_EQ(link->sent[0].registered().cursors(0).last_seq(), 2);
+
+  v1::Job adopted = *restarted.Get(job.id());
+  EXPECT_EQ(adopted.ranks(0).state(), v1::RANK_STATE_RUNNING);
+  EXPECT_EQ(adopted.ranks(0).pid(), 4242);
+  EXPECT_EQ(restarted.Get(other.id())->state(), v1::JOB_STATE_QUEUED);
+  ASSERT_EQ(link->Cancels(), 1);  // the ranks no job owns
+  EXPECT_EQ(link->sent.back().cancel().job_id(), "job-77");
+
+  clock_.AdvanceMs(60'000);
+  restarted.Heartbeat("w1");
+  restarted.CheckLeases();
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  v1::RankStatus done;
+  done.set_job_id(job.id());
+  done.set_generation(1);
+  done.set_running(false);
+  ASSERT_TRUE(restarted.OnRankStatus("w1", done).ok());
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(restarted.Get(other.id())->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerFaultsTest, ElasticJobGrowsAtItsNextCheckpoint) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(
+      FaultSpec(2, 24, "fault_tolerance: {max_workers: 3, elastic: true}\n"),
+      false);
+  Checkpoint("w1", job.id(), 1, 10);  // no free slot: stays at 2
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  auto w3 = AddWorker("w3", 1);
+  Checkpoint("w1", job.id(), 1, 20);
+  v1::Job growing = *jobs_.Get(job.id());
+  EXPECT_EQ(growing.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(growing.reason(), HasSubstr("growing from 2 to 3 ranks"));
+  EXPECT_EQ(growing.restarts(), 0);
+  Exit("w1", job.id(), 0, -15);
+  Exit("w2", job.id(), 1, -15);
+  v1::Job grown = *jobs_.Get(job.id());
+  EXPECT_EQ(grown.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(grown.world_size(), 3);
+  EXPECT_EQ(w3->Assignments().back().resume().step(), 20);
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator

@@ -1,0 +1,116 @@
+#include "worker/train/checkpointer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
+#include "worker/train/grad_sync.h"
+
+namespace trainctl::train {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const v1::JobSpec& spec, const RankContext& ctx,
+                           TrainingStateRefs refs)
+    : spec_(spec), ctx_(ctx), refs_(std::move(refs)) {
+  if (!spec.checkpoint().dir().empty()) {
+    dir_ = absl::StrCat(spec.checkpoint().dir(), "/", ctx.job_id);
+  }
+}
+
+absl::StatusOr<std::optional<TrainingCursor>> Checkpointer::Resume(
+    int64_t global_batch, int64_t train_samples) {
+  if (ctx_.resume_path.empty()) return std::nullopt;
+  absl::StatusOr<std::string> mine = std::string();
+  if (ctx_.rank == 0) mine = ReadWholeFile(ctx_.resume_path);
+  absl::StatusOr<std::string> bytes = BroadcastBytes(ctx_.group, ctx_.rank, mine);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("resume from ", ctx_.resume_path, ": ",
+                                     bytes.status().message()));
+  }
+  absl::StatusOr<TrainingCursor> cursor = DecodeTrainingState(*bytes, refs_);
+  if (!cursor.ok()) {
+    return absl::Status(cursor.status().code(),
+                        absl::StrCat("resume from ", ctx_.resume_path, ": ",
+                                     cursor.status().message()));
+  }
+  if (cursor->global_batch != global_batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resume from ", ctx_.resume_path, ": it was trained with ",
+        cursor->global_batch,
+        " samples per optimizer step; training.batch_size x grad_accum_steps "
+        "is ",
+        global_batch, " here (keep them equal to resume)"));
+  }
+  if (cursor->train_samples != train_samples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resume from ", ctx_.resume_path, ": it was trained on ",
+        cursor->train_samples, " samples; the training set here has ",
+        train_samples));
+  }
+  return *cursor;
+}
+
+bool Checkpointer::Due(int64_t steps_done, bool epoch_end) const {
+  if (dir_.empty()) return false;
+  const int64_t every = spec_.checkpoint().every_steps();
+  return epoch_end || (every > 0 && steps_done % every == 0);
+}
+
+absl::Status Checkpointer::Save(const TrainingCursor& cursor,
+                                const std::map<std::string, double>& eval) {
+  if (ctx_.rank != 0 || dir_.empty()) return absl::OkStatus();
+  if (!dir_ready_) {
+    absl::Status made = MakeDirs(dir_);
+    if (!made.ok()) {
+      return absl::Status(made.code(), absl::StrCat("checkpoint.dir: ",
+                                                    made.message()));
+    }
+    RemoveStaleTemporaries(dir_);
+    dir_ready_ = true;
+  }
+  absl::StatusOr<std::string> bytes = EncodeTrainingState(refs_, cursor);
+  if (!bytes.ok()) return bytes.status();
+  const std::string path =
+      absl::StrFormat("%s/step-%09d.ckpt", dir_, cursor.step);
+  std::function<void()> halfway;
+  if (ctx_.faults.Fires("crash_in_checkpoint", ctx_.rank, ctx_.generation,
+                        cursor.step)) {
+    halfway = [] {
+      std::fprintf(stderr, "fault hook: dying halfway through a checkpoint\n");
+      _exit(4);
+    };
+  }
+  absl::Status written = WriteFileAtomically(path, *bytes, halfway);
+  if (!written.ok()) return written;
+  ++written_;
+  if (ctx_.on_checkpoint) {
+    v1::Checkpoint record;
+    record.set_job_id(ctx_.job_id);
+    record.set_step(cursor.step);
+    record.set_epoch(cursor.epoch);
+    record.set_samples_in_epoch(cursor.samples_in_epoch);
+    record.set_path(path);
+    record.set_bytes(static_cast<int64_t>(bytes->size()));
+    record.set_world_size(ctx_.world_size);
+    record.set_generation(ctx_.generation);
+    record.set_created_unix_ms(NowUnixMs());
+    for (const auto& [name, value] : eval) (*record.mutable_metrics())[name] = value;
+    ctx_.on_checkpoint(record);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace trainctl::train {
+
+// Test-only fault injection and recording, read by the rank process from its
+// environment (the agent's environment is inherited). Never set in
+// production; documented in docs/architecture.md for test authors.
+//
+// TRAINCTL_FAULT: ';'-separated "KIND:rank=R,step=S[,generation=G]" where
+//   hang                 the rank stops making progress before step S
+//   exit                 the rank exits with code 3 before step S
+//   crash_in_checkpoint  the rank dies halfway through writing the
+//                        checkpoint of step S
+// generation defaults to 1, so a restarted generation runs clean.
+// TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line
+// "STEP SAMPLE_ID..." to DIR/<job>-g<generation>-r<rank>.samples.
+class FaultHooks {
+ public:
+  // INVALID_ARGUMENT naming the entry that does not parse.
+  static absl::StatusOr<FaultHooks> Parse(absl::string_view faults);
+  // From the environment; a malformed TRAINCTL_FAULT is reported on stderr
+  // and ignored.
+  static FaultHooks FromEnvironment();
+
+  bool Fires(absl::string_view kind, int rank, int generation,
+             int64_t step) const;
+
+  std::string sample_log_dir;
+
+ private:
+  struct Fault {
+    std::string kind;
+    int rank = 0;
+    int64_t step = 0;
+    int generation = 1;
+  };
+  std::vector<Fault> faults_;
+};
+
+}  // namespace trainctl::train

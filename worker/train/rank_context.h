@@ -1,0 +1,44 @@
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "trainctl/v1/jobs.pb.h"
+#include "worker/train/data/dataset.h"
+#include "worker/train/fault_hooks.h"
+#include "worker/train/progress.h"
+
+namespace trainctl::train {
+
+// Where one rank of a job runs, how it reaches its peers, and where its
+// reports go.
+struct RankContext {
+  std::string job_id = "local";
+  int generation = 1;
+  int rank = 0;
+  int world_size = 1;
+  // Null when world_size is 1: a single rank needs no collectives.
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  torch::Device device = torch::kCPU;
+  // Receives metric points (rank 0 reports the job-wide ones).
+  std::function<void(const v1::MetricPoint&)> report;
+  // Rank 0: a checkpoint file is in place (renamed and synced).
+  std::function<void(const v1::Checkpoint&)> on_checkpoint;
+  // A checkpoint to resume from: rank 0 reads it and shares its bytes.
+  std::string resume_path;
+  // Supplies the datasets when set (the rank process loads them while it
+  // joins the process group); otherwise Train loads them itself.
+  std::function<absl::StatusOr<Datasets>()> load_data;
+  // Start-up timings (ms) to report with the plan metric, e.g. join_ms.
+  std::map<std::string, double> startup;
+  // Written by the loop when set; read by the rank's progress reporter.
+  RankProgress* progress = nullptr;
+  FaultHooks faults;
+};
+
+}  // namespace trainctl::train

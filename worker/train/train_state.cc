@@ -1,0 +1,174 @@
+#include "worker/train/train_state.h"
+
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "worker/train/optim/optimizer_state.h"
+
+namespace trainctl::train {
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+
+// Archive keys may not contain '.', which parameter names do; tensors are
+// stored by index and the names once, joined, to check the match on load.
+std::string ModelKey(size_t i) { return absl::StrCat("model_", i); }
+
+int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toInt();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
+                                                const TrainingCursor& cursor) {
+  torch::NoGradGuard no_grad;
+  torch::serialize::OutputArchive archive;
+  archive.write("format_version", c10::IValue(kFormatVersion));
+  archive.write("step", c10::IValue(cursor.step));
+  archive.write("epoch", c10::IValue(int64_t{cursor.epoch}));
+  archive.write("samples_in_epoch", c10::IValue(cursor.samples_in_epoch));
+  archive.write("global_batch", c10::IValue(cursor.global_batch));
+  archive.write("train_samples", c10::IValue(cursor.train_samples));
+  archive.write("world_size", c10::IValue(int64_t{cursor.world_size}));
+
+  std::vector<std::string> names;
+  const auto state = refs.model->NamedState();
+  for (size_t i = 0; i < state.size(); ++i) {
+    names.push_back(state[i].first);
+    archive.write(ModelKey(i), state[i].second.detach().to(torch::kCPU));
+  }
+  archive.write("model_names", c10::IValue(absl::StrJoin(names, "\n")));
+
+  const auto optimizer = ExportOptimizerState(*refs.optimizer, refs.params);
+  archive.write("optimizer_params", c10::IValue(int64_t(optimizer.size())));
+  for (size_t i = 0; i < optimizer.size(); ++i) {
+    const ParamOptimizerState& p = optimizer[i];
+    if (!p.present) continue;
+    std::vector<std::string> fields;
+    for (const auto& [name, tensor] : p.tensors) {
+      fields.push_back(name);
+      archive.write(absl::StrCat("opt_", i, "_", name), tensor);
+    }
+    archive.write(absl::StrCat("opt_", i, "_step"), c10::IValue(p.step));
+    archive.write(absl::StrCat("opt_", i, "_fields"),
+                  c10::IValue(absl::StrJoin(fields, ",")));
+  }
+  if (refs.scaler != nullptr) {
+    const DynamicLossScaler::State s = refs.scaler->Save();
+    archive.write("scaler_scale", c10::IValue(s.scale));
+    archive.write("scaler_good_steps", c10::IValue(int64_t{s.good_steps}));
+    archive.write("scaler_skipped", c10::IValue(s.skipped));
+  }
+  archive.write("rng_cpu",
+                at::detail::getDefaultCPUGenerator().get_state());
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
+}
+
+namespace {
+
+absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
+                                             const TrainingStateRefs& refs) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(bytes.data(), bytes.size());
+  } catch (const std::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat("not a readable checkpoint: ", e.what()));
+  }
+  c10::IValue version;
+  if (!archive.try_read("format_version", version) || !version.isInt() ||
+      version.toInt() != kFormatVersion) {
+    return absl::DataLossError("not a trainctl checkpoint of a known version");
+  }
+  TrainingCursor cursor;
+  cursor.step = ReadInt(archive, "step");
+  cursor.epoch = static_cast<int>(ReadInt(archive, "epoch"));
+  cursor.samples_in_epoch = ReadInt(archive, "samples_in_epoch");
+  cursor.global_batch = ReadInt(archive, "global_batch");
+  cursor.train_samples = ReadInt(archive, "train_samples");
+  cursor.world_size = static_cast<int>(ReadInt(archive, "world_size"));
+
+  torch::NoGradGuard no_grad;
+  c10::IValue names_value;
+  archive.read("model_names", names_value);
+  const std::vector<std::string> names =
+      absl::StrSplit(names_value.toStringRef(), '\n', absl::SkipEmpty());
+  auto state = refs.model->NamedState();
+  if (names.size() != state.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the checkpoint holds ", names.size(), " model tensors; this model has ",
+        state.size(), " (was it saved from another model?)"));
+  }
+  for (size_t i = 0; i < state.size(); ++i) {
+    auto& [name, tensor] = state[i];
+    torch::Tensor saved;
+    archive.read(ModelKey(i), saved);
+    if (names[i] != name || !saved.sizes().equals(tensor.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the checkpoint's model tensor ", i, " is ", names[i], " ",
+          c10::str(saved.sizes()), "; this model has ", name, " ",
+          c10::str(tensor.sizes())));
+    }
+    tensor.copy_(saved);
+  }
+
+  const int64_t count = ReadInt(archive, "optimizer_params");
+  std::vector<ParamOptimizerState> optimizer(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    c10::IValue fields;
+    if (!archive.try_read(absl::StrCat("opt_", i, "_fields"), fields)) continue;
+    ParamOptimizerState& p = optimizer[static_cast<size_t>(i)];
+    p.present = true;
+    p.step = ReadInt(archive, absl::StrCat("opt_", i, "_step"));
+    for (absl::string_view field :
+         absl::StrSplit(fields.toStringRef(), ',', absl::SkipEmpty())) {
+      torch::Tensor t;
+      archive.read(absl::StrCat("opt_", i, "_", field), t);
+      p.tensors[std::string(field)] = t;
+    }
+  }
+  absl::Status imported =
+      ImportOptimizerState(*refs.optimizer, refs.params, optimizer);
+  if (!imported.ok()) return imported;
+
+  if (refs.scaler != nullptr) {
+    c10::IValue scale;
+    if (archive.try_read("scaler_scale", scale)) {
+      refs.scaler->Restore({scale.toDouble(),
+                            static_cast<int>(ReadInt(archive, "scaler_good_steps")),
+                            ReadInt(archive, "scaler_skipped")});
+    }
+  }
+  torch::Tensor rng;
+  if (archive.try_read("rng_cpu", rng)) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rng);
+  }
+  return cursor;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingCursor> DecodeTrainingState(
+    const std::string& bytes, const TrainingStateRefs& refs) {
+  try {
+    return DecodeOrThrow(bytes, refs);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat("the checkpoint is incomplete or damaged: ", e.what()));
+  }
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/train/loss_scaler.h"
+#include "worker/train/models/model.h"
+
+namespace trainctl::train {
+
+// Where training stands, as a checkpoint records it. The data cursor
+// (epoch, samples_in_epoch) does not depend on the world size: step s of an
+// epoch always covers the same global window of that epoch's permutation,
+// only its split over ranks changes (common/shard_plan.h).
+struct TrainingCursor {
+  int64_t step = 0;              // optimizer steps done
+  int epoch = 0;                 // epoch in progress
+  int64_t samples_in_epoch = 0;  // samples of it already trained
+  int64_t global_batch = 0;      // samples per optimizer step
+  int64_t train_samples = 0;     // size of the training set
+  int world_size = 0;            // ranks that saved it (informational)
+};
+
+// The live objects a checkpoint saves from and loads into.
+struct TrainingStateRefs {
+  Model* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+  std::vector<torch::Tensor> params;  // the optimizer's, in order
+  DynamicLossScaler* scaler = nullptr;  // null unless fp16
+};
+
+// One self-contained blob (torch's archive format): model parameters and
+// buffers by name, optimizer state per parameter, loss scaler, the CPU random
+// generator and the cursor. The LR schedule is a function of the step, so
+// the step restores it.
+absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
+                                                const TrainingCursor& cursor);
+
+// Loads a blob into `refs` and returns its cursor. DATA_LOSS when the bytes
+// are not a checkpoint; INVALID_ARGUMENT naming the mismatch when it belongs
+// to another model or optimizer.
+absl::StatusOr<TrainingCursor> DecodeTrainingState(const std::string& bytes,
+                                                   const TrainingStateRefs& refs);
+
+}  // namespace trainctl::train
