@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <future>
 #include <mutex>
 
@@ -165,6 +166,19 @@ TEST_F(CheckpointResumeTest, ACheckpointOfAnotherModelIsRefusedByName) {
   absl::StatusOr<TrainResult> result = Train(other, ctx);
   ASSERT_FALSE(result.ok());
   EXPECT_NE(std::string(result.status().message()).find("model tensor"),
+            std::string::npos)
+      << result.status();
+}
+
+TEST_F(CheckpointResumeTest, AnUnwritableCheckpointDirFailsAtStart) {
+  std::ofstream(dir_ + "/file") << "x";
+  v1::JobSpec spec = MakeSpec(1, "{type: adamw}", 4, 2);
+  spec.mutable_checkpoint()->set_dir(dir_ + "/file");
+  RankContext ctx;
+  ctx.job_id = "blocked";
+  absl::StatusOr<TrainResult> result = Train(spec, ctx);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(std::string(result.status().message()).find("checkpoint.dir: "),
             std::string::npos)
       << result.status();
 }

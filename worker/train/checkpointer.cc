@@ -29,8 +29,26 @@ Checkpointer::Checkpointer(const v1::JobSpec& spec, const RankContext& ctx,
   }
 }
 
+absl::Status Checkpointer::PrepareDir() {
+  if (ctx_.rank != 0 || dir_.empty() || dir_ready_) return absl::OkStatus();
+  absl::Status made = MakeDirs(dir_);
+  if (made.ok()) {
+    // Creating the directory can succeed where writing in it does not.
+    made = WriteFileAtomically(dir_ + "/.write-test", "");
+    ::unlink((dir_ + "/.write-test").c_str());
+  }
+  if (!made.ok()) {
+    return absl::Status(made.code(),
+                        absl::StrCat("checkpoint.dir: ", made.message()));
+  }
+  RemoveStaleTemporaries(dir_);
+  dir_ready_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<TrainingCursor>> Checkpointer::Resume(
     int64_t global_batch, int64_t train_samples) {
+  if (absl::Status ready = PrepareDir(); !ready.ok()) return ready;
   if (ctx_.resume_path.empty()) return std::nullopt;
   absl::StatusOr<std::string> mine = std::string();
   if (ctx_.rank == 0) mine = ReadWholeFile(ctx_.resume_path);
@@ -72,15 +90,7 @@ bool Checkpointer::Due(int64_t steps_done, bool epoch_end) const {
 absl::Status Checkpointer::Save(const TrainingCursor& cursor,
                                 const std::map<std::string, double>& eval) {
   if (ctx_.rank != 0 || dir_.empty()) return absl::OkStatus();
-  if (!dir_ready_) {
-    absl::Status made = MakeDirs(dir_);
-    if (!made.ok()) {
-      return absl::Status(made.code(), absl::StrCat("checkpoint.dir: ",
-                                                    made.message()));
-    }
-    RemoveStaleTemporaries(dir_);
-    dir_ready_ = true;
-  }
+  if (absl::Status ready = PrepareDir(); !ready.ok()) return ready;
   absl::StatusOr<std::string> bytes = EncodeTrainingState(refs_, cursor);
   if (!bytes.ok()) return bytes.status();
   const std::string path =

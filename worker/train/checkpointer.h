@@ -25,6 +25,8 @@ class Checkpointer {
   // Loads ctx.resume_path into the refs; nullopt when there is none. Every
   // rank must call it (it is a collective). Errors name the file and the
   // mismatch (another model, a different global batch or training set).
+  // Rank 0 also makes sure it can write checkpoint.dir, so a job whose
+  // checkpoints would fail stops now rather than after hours of training.
   absl::StatusOr<std::optional<TrainingCursor>> Resume(
       int64_t global_batch, int64_t train_samples);
 
@@ -40,6 +42,9 @@ class Checkpointer {
   int64_t written() const { return written_; }
 
  private:
+  // Rank 0: creates the job's directory once and removes stale temporaries.
+  absl::Status PrepareDir();
+
   const v1::JobSpec& spec_;
   const RankContext& ctx_;
   TrainingStateRefs refs_;
