@@ -284,57 +284,6 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
   return absl::OkStatus();
 }
 
-absl::Status JobManager::OnRankMetrics(const std::string& worker,
-                                       const v1::RankMetrics& metrics) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const v1::MetricPoint& point = metrics.point();
-  absl::Status owner = CheckRankOwnerLocked(worker, metrics.job_id(),
-                                            metrics.generation(), point.rank());
-  if (!owner.ok()) return owner;
-  v1::Job& job = *FindLocked(metrics.job_id());
-  if (IsFinal(job.state()) ||
-      !FreshReportLocked(job, metrics.generation(), point.rank(),
-                         metrics.seq())) {
-    return absl::OkStatus();
-  }
-  if (point.kind() == "plan") {
-    auto it = point.values().find("total_steps");
-    if (it != point.values().end()) {
-      job.set_total_steps(static_cast<int64_t>(it->second));
-    }
-  } else if (point.kind() == "eval") {
-    *job.mutable_latest_eval() = point;
-  } else if (point.kind() == "train") {
-    *job.mutable_latest_train() = point;
-  }
-  MarkDirtyLocked(job.id());
-  v1::JobEvent event;
-  event.set_time_unix_ms(point.time_unix_ms());
-  *event.mutable_metric() = point;
-  RecordEventLocked(job.id(), std::move(event));
-  SaveLocked().IgnoreError();
-  return absl::OkStatus();
-}
-
-absl::Status JobManager::OnRankLog(const std::string& worker,
-                                   const v1::RankLog& log) {
-  std::lock_guard<std::mutex> lock(mu_);
-  absl::Status owner = CheckRankOwnerLocked(worker, log.job_id(),
-                                            log.generation(), log.line().rank());
-  if (!owner.ok()) return owner;
-  v1::Job& job = *FindLocked(log.job_id());
-  if (IsFinal(job.state()) ||
-      !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
-    return absl::OkStatus();
-  }
-  v1::JobEvent event;
-  event.set_time_unix_ms(log.line().time_unix_ms());
-  *event.mutable_log() = log.line();
-  RecordEventLocked(job.id(), std::move(event));
-  SaveLocked().IgnoreError();
-  return absl::OkStatus();
-}
-
 v1::Job* JobManager::FindLocked(const std::string& job_id) {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;

@@ -213,24 +213,6 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   return pending;
 }
 
-void JobManager::OnProgress(const std::string& worker,
-                            const v1::Heartbeat& beat) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t now = clock_.NowUnixMs();
-  for (const v1::RankHeartbeat& rank : beat.ranks()) {
-    if (!CheckRankOwnerLocked(worker, rank.job_id(), rank.generation(),
-                              rank.rank())
-             .ok()) {
-      continue;
-    }
-    v1::Job& job = *FindLocked(rank.job_id());
-    if (job.state() == v1::JOB_STATE_RUNNING &&
-        rank.generation() == job.generation()) {
-      RecordProgress(job, rank, now);
-    }
-  }
-}
-
 void JobManager::CheckHangsLocked(Outbox* outbox) {
   const int64_t now = clock_.NowUnixMs();
   for (const std::string& id : order_) {
@@ -287,20 +269,6 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
         "no current job generation owns these ranks any more");
     outbox->push_back({link, std::move(m)});
   }
-}
-
-bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,
-                                   int64_t seq) {
-  if (seq <= 0 || generation != job.generation() || rank < 0 ||
-      rank >= job.ranks_size()) {
-    return true;  // not numbered: nothing to deduplicate against
-  }
-  v1::RankInfo* info = job.mutable_ranks(rank);
-  if (seq <= info->last_report_seq()) return false;
-  // Saved with the event it admits, in the same group write.
-  info->set_last_report_seq(seq);
-  MarkDirtyLocked(job.id());
-  return true;
 }
 
 void JobManager::CheckReattachLocked(Outbox* outbox) {

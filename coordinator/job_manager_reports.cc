@@ -1,0 +1,95 @@
+// JobManager's intake of what ranks report through their agents: metrics
+// and log lines (numbered, so re-sends after a reconnect are dropped) and
+// progress for hang detection.
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/hang_detector.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+
+absl::Status JobManager::OnRankMetrics(const std::string& worker,
+                                       const v1::RankMetrics& metrics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const v1::MetricPoint& point = metrics.point();
+  absl::Status owner = CheckRankOwnerLocked(worker, metrics.job_id(),
+                                            metrics.generation(), point.rank());
+  if (!owner.ok()) return owner;
+  v1::Job& job = *FindLocked(metrics.job_id());
+  if (IsFinal(job.state()) ||
+      !FreshReportLocked(job, metrics.generation(), point.rank(),
+                         metrics.seq())) {
+    return absl::OkStatus();
+  }
+  if (point.kind() == "plan") {
+    auto it = point.values().find("total_steps");
+    if (it != point.values().end()) {
+      job.set_total_steps(static_cast<int64_t>(it->second));
+    }
+  } else if (point.kind() == "eval") {
+    *job.mutable_latest_eval() = point;
+  } else if (point.kind() == "train") {
+    *job.mutable_latest_train() = point;
+  }
+  MarkDirtyLocked(job.id());
+  v1::JobEvent event;
+  event.set_time_unix_ms(point.time_unix_ms());
+  *event.mutable_metric() = point;
+  RecordEventLocked(job.id(), std::move(event));
+  SaveLocked().IgnoreError();
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::OnRankLog(const std::string& worker,
+                                   const v1::RankLog& log) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status owner = CheckRankOwnerLocked(worker, log.job_id(),
+                                            log.generation(), log.line().rank());
+  if (!owner.ok()) return owner;
+  v1::Job& job = *FindLocked(log.job_id());
+  if (IsFinal(job.state()) ||
+      !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
+    return absl::OkStatus();
+  }
+  v1::JobEvent event;
+  event.set_time_unix_ms(log.line().time_unix_ms());
+  *event.mutable_log() = log.line();
+  RecordEventLocked(job.id(), std::move(event));
+  SaveLocked().IgnoreError();
+  return absl::OkStatus();
+}
+
+bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,
+                                   int64_t seq) {
+  if (seq <= 0 || generation != job.generation() || rank < 0 ||
+      rank >= job.ranks_size()) {
+    return true;  // not numbered: nothing to deduplicate against
+  }
+  v1::RankInfo* info = job.mutable_ranks(rank);
+  if (seq <= info->last_report_seq()) return false;
+  // Saved with the event it admits, in the same group write.
+  info->set_last_report_seq(seq);
+  MarkDirtyLocked(job.id());
+  return true;
+}
+
+void JobManager::OnProgress(const std::string& worker,
+                            const v1::Heartbeat& beat) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowUnixMs();
+  for (const v1::RankHeartbeat& rank : beat.ranks()) {
+    if (!CheckRankOwnerLocked(worker, rank.job_id(), rank.generation(),
+                              rank.rank())
+             .ok()) {
+      continue;
+    }
+    v1::Job& job = *FindLocked(rank.job_id());
+    if (job.state() == v1::JOB_STATE_RUNNING &&
+        rank.generation() == job.generation()) {
+      RecordProgress(job, rank, now);
+    }
+  }
+}
+
+}  // namespace trainctl::coordinator

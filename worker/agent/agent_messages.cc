@@ -1,0 +1,158 @@
+// The agent's messages up the stream: queueing and flushing, the numbered
+// reports (metrics, log lines) kept for re-sending after a reconnect, what
+// a rank reports on its fd 3, and deleting checkpoints the catalog prunes.
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "worker/agent/agent.h"
+
+namespace trainctl::agent {
+
+namespace {
+
+// Metrics and log lines kept per rank for re-sending after a reconnect.
+constexpr size_t kKeptReportsPerRank = 20'000;
+
+}  // namespace
+
+void Agent::Send(v1::AgentMessage message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RankId id;
+  bool report = false;
+  if (message.has_metrics()) {
+    const auto& m = message.metrics();
+    id = {m.job_id(), m.generation(), m.point().rank()};
+    report = true;
+  } else if (message.has_log()) {
+    const auto& l = message.log();
+    id = {l.job_id(), l.generation(), l.line().rank()};
+    report = true;
+  }
+  if (report) {
+    RankReports& kept = reports_[id];
+    const int64_t seq = kept.next_seq++;
+    if (message.has_metrics()) {
+      message.mutable_metrics()->set_seq(seq);
+    } else {
+      message.mutable_log()->set_seq(seq);
+    }
+    kept.kept.push_back(message);
+    if (kept.kept.size() > kKeptReportsPerRank) kept.kept.pop_front();
+  }
+  buffer_.push_back(std::move(message));
+  if (static_cast<int>(buffer_.size()) > options_.max_buffered_messages) {
+    buffer_.pop_front();
+  }
+  FlushBufferLocked();
+}
+
+void Agent::FlushBufferLocked() {
+  if (stream_ == nullptr) return;
+  std::lock_guard<std::mutex> write_lock(write_mu_);
+  while (!buffer_.empty()) {
+    if (!stream_->Write(buffer_.front())) return;  // the session is ending
+    buffer_.pop_front();
+  }
+}
+
+void Agent::ResumeReportsLocked(const v1::Registered& registered) {
+  std::set<RankId> adopted;
+  std::deque<v1::AgentMessage> rebuilt;
+  for (const v1::RankCursor& cursor : registered.cursors()) {
+    const RankId id{cursor.job_id(), cursor.generation(), cursor.rank()};
+    adopted.insert(id);
+    auto it = reports_.find(id);
+    if (it == reports_.end()) continue;
+    int64_t resent = 0;
+    for (const v1::AgentMessage& m : it->second.kept) {
+      const int64_t seq = m.has_metrics() ? m.metrics().seq() : m.log().seq();
+      if (seq <= cursor.last_seq()) continue;
+      if (resent == 0 && seq > cursor.last_seq() + 1) {
+        TLOG_WARNING << "reports " << cursor.last_seq() + 1 << "-" << seq - 1
+                     << " of rank " << cursor.rank() << " of "
+                     << cursor.job_id() << " are no longer kept";
+      }
+      rebuilt.push_back(m);
+      ++resent;
+    }
+    if (resent > 0) {
+      TLOG_INFO << "re-sending " << resent << " reports of rank "
+                << cursor.rank() << " of " << cursor.job_id();
+    }
+  }
+  for (const v1::RankStatus& exit : recent_exits_) {
+    if (adopted.count({exit.job_id(), exit.generation(), exit.rank()})) {
+      v1::AgentMessage m;
+      *m.mutable_rank_status() = exit;
+      rebuilt.push_back(std::move(m));
+    }
+  }
+  for (v1::AgentMessage& m : buffer_) {
+    const bool is_report = m.has_metrics() || m.has_log();
+    const bool is_exit = m.has_rank_status() && !m.rank_status().running();
+    if (!is_report && !is_exit) rebuilt.push_back(std::move(m));
+  }
+  buffer_.swap(rebuilt);
+  // Reports of ranks that are neither adopted nor running are of no use.
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    if (adopted.count(it->first) == 0 && ranks_.count(it->first) == 0) {
+      it = reports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Agent::OnRankReport(const RankId& id, const v1::RankReport& report) {
+  const auto& [job_id, generation, rank] = id;
+  v1::AgentMessage m;
+  switch (report.kind_case()) {
+    case v1::RankReport::kMetric:
+      m.mutable_metrics()->set_job_id(job_id);
+      m.mutable_metrics()->set_generation(generation);
+      *m.mutable_metrics()->mutable_point() = report.metric();
+      m.mutable_metrics()->mutable_point()->set_rank(rank);
+      break;
+    case v1::RankReport::kCheckpoint:
+      m.mutable_checkpoint()->set_job_id(job_id);
+      m.mutable_checkpoint()->set_generation(generation);
+      *m.mutable_checkpoint()->mutable_checkpoint() = report.checkpoint();
+      break;
+    case v1::RankReport::kProgress: {
+      // The ids come from the agent, not from what the rank claims.
+      v1::RankHeartbeat progress = report.progress();
+      progress.set_job_id(job_id);
+      progress.set_generation(generation);
+      progress.set_rank(rank);
+      std::lock_guard<std::mutex> lock(mu_);
+      progress_[id] = std::move(progress);
+      return;
+    }
+    default:
+      return;
+  }
+  Send(std::move(m));
+}
+
+void Agent::DeleteCheckpoints(const v1::DeleteCheckpoints& request) {
+  for (const std::string& path : request.paths()) {
+    if (!IsInsideDir(path, request.dir()) || path.size() < 5 ||
+        path.substr(path.size() - 5) != ".ckpt") {
+      TLOG_WARNING << "not deleting " << path << ": not a checkpoint inside "
+                   << request.dir();
+      continue;
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      TLOG_WARNING << "cannot delete checkpoint " << path << ": "
+                   << std::strerror(errno);
+    }
+  }
+}
+
+}  // namespace trainctl::agent
