@@ -36,9 +36,9 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   if (shorthand) {
     m->set_type(node.Scalar());
     if (std::find(kModels.begin(), kModels.end(), m->type()) == kModels.end()) {
-      s.Error("model.type", absl::StrCat("unknown model '", m->type(),
-                                         "' (known: ", absl::StrJoin(kModels, ", "),
-                                         ")"));
+      s.Error("model.type",
+              absl::StrCat("unknown model '", Abbreviated(m->type()),
+                           "' (known: ", absl::StrJoin(kModels, ", "), ")"));
     }
   } else if (!s.Has("type")) {
     s.Error("model.type",
@@ -222,6 +222,14 @@ void ReadFaultTolerance(SpecReader& top, int ranks,
   s.RejectUnknown();
 }
 
+// All problems in one message, capped so a hostile spec cannot make it huge.
+std::string JoinErrors(const Errors& errors) {
+  if (errors.size() <= kMaxSpecErrors) return absl::StrJoin(errors, "; ");
+  Errors shown(errors.begin(), errors.begin() + kMaxSpecErrors);
+  return absl::StrCat(absl::StrJoin(shown, "; "), "; and ",
+                      errors.size() - kMaxSpecErrors, " more problems");
+}
+
 // Rules that span several sections.
 void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   const auto& t = spec.training();
@@ -279,10 +287,15 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   if (text.size() > kMaxSpecBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "spec: ", text.size(), " bytes is over the limit of ", kMaxSpecBytes));
+        "spec: ", text.size(), " bytes is over the limit of ", kMaxSpecBytes,
+        "; a job spec names its data files, it does not hold the data"));
   }
   YAML::Node root;
   try {
+    // The shape check first: the tree yaml-cpp builds hides duplicate keys,
+    // and walking it would expand aliases without bound.
+    Errors shape = CheckSpecShape(text);
+    if (!shape.empty()) return absl::InvalidArgumentError(JoinErrors(shape));
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
@@ -315,9 +328,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
                            "task"));
   top.RejectUnknown();
   CheckCrossField(spec, &errors);
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
-  }
+  if (!errors.empty()) return absl::InvalidArgumentError(JoinErrors(errors));
   return spec;
 }
 

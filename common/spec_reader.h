@@ -9,6 +9,31 @@
 
 namespace trainctl {
 
+// Limits on a spec's YAML, checked by CheckSpecShape before any field is read
+// (docs/job-spec.md, "Limits"). A real spec is 4 levels deep and a few
+// hundred nodes; these bounds leave room and keep a hostile one cheap.
+inline constexpr int kMaxSpecDepth = 32;
+inline constexpr int64_t kMaxSpecNodes = 100'000;  // after expanding aliases
+inline constexpr size_t kMaxSpecErrors = 50;
+
+// Walks the YAML events of `text` (no tree is built) and returns the problems
+// yaml-cpp would otherwise hide or choke on, each "path: what": a key given
+// twice (yaml-cpp silently keeps the first), an empty, null or non-scalar
+// key, a string that is not UTF-8 (protobuf refuses to serialize those),
+// more than one document, nesting deeper than kMaxSpecDepth, and more than
+// kMaxSpecNodes nodes counting every alias expansion ("billion laughs").
+// The last two stop the walk at once. Throws YAML::Exception on YAML syntax
+// errors.
+std::vector<std::string> CheckSpecShape(const std::string& text);
+
+// True when `s` is well-formed UTF-8 (no overlong forms, no surrogates);
+// otherwise *bad_offset is the offset of the first bad byte.
+bool IsValidUtf8(const std::string& s, size_t* bad_offset);
+
+// At most `max_bytes` of `s`, cut at a character boundary, with "..." when
+// cut: for echoing user input in error messages.
+std::string Abbreviated(const std::string& s, size_t max_bytes = 40);
+
 // Reads the fields of one YAML mapping of a job spec. Each getter returns
 // the field's value, or the fallback when the field is absent, and records a
 // problem naming the field path when the value is malformed or out of range.

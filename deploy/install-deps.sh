@@ -10,6 +10,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev
   libgtest-dev libgmock-dev
+  # The spec fuzzer (tests/fuzz, the spec_fuzz test): libFuzzer is clang's.
+  clang libclang-rt-14-dev
   # Debian's LibTorch calls whatever libblas.so.3 is installed; the reference
   # BLAS made the same MLP 5-8x slower than OpenBLAS on a 2-core machine.
   libopenblas0-pthread
@@ -20,6 +22,9 @@ packages=(
   # The deploy tests (tests/deploy, label deploy): YAML and the gRPC health
   # check from Python, the Slurm script's lint, systemd-analyze for the units.
   python3-yaml python3-grpcio shellcheck systemd
+  # The coordinator's HTTP port tests: /metrics parsed by the Prometheus
+  # client's own parser, and the dashboard rendered by headless Chromium.
+  python3-prometheus-client chromium
 )
 
 # The Kubernetes manifest test validates with a pinned npm package: Debian's

@@ -210,7 +210,12 @@ TEST_F(JobManagerFaultsTest, RetentionKeepsTheNewestAndTheBest) {
   Checkpoint("w1", job.id(), 1, 30, {{"accuracy", 0.85}});
   Checkpoint("w1", job.id(), 1, 40);
   std::vector<int64_t> steps;
-  for (const auto& c : *jobs_.Checkpoints(job.id())) steps.push_back(c.step());
+  // Held in a local: `*jobs_.Checkpoints(...)` in the loop header would
+  // iterate the vector of a StatusOr already destroyed (ASan:
+  // stack-use-after-scope in the `sanitize` test).
+  auto checkpoints = jobs_.Checkpoints(job.id());
+  ASSERT_TRUE(checkpoints.ok()) << checkpoints.status();
+  for (const auto& c : *checkpoints) steps.push_back(c.step());
   EXPECT_EQ(steps, (std::vector<int64_t>{10, 30, 40}));
   std::vector<std::string> deleted;
   for (const auto& m : w1->sent) {
