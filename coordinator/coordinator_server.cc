@@ -73,7 +73,11 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
             options_.heartbeat_interval_ms),
       jobs_service_(jobs_, events_, stopping_),
       workers_service_(jobs_),
-      rendezvous_service_(rendezvous_) {}
+      rendezvous_service_(rendezvous_),
+      http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_),
+      http_server_([this](const http::HttpRequest& request) {
+        return http_routes_.Handle(request);
+      }) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
@@ -92,6 +96,11 @@ absl::StatusOr<int> CoordinatorServer::Start() {
   builder.RegisterService(&jobs_service_);
   builder.RegisterService(&workers_service_);
   builder.RegisterService(&rendezvous_service_);
+  // Counts and times every call for /metrics, outside the handlers.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(rpc_stats_.InterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     server_.reset();
@@ -106,6 +115,17 @@ absl::StatusOr<int> CoordinatorServer::Start() {
        {v1::Jobs::service_full_name(), v1::Workers::service_full_name(),
         v1::Rendezvous::service_full_name()}) {
     health->SetServingStatus(service, true);
+  }
+  if (!options_.http_listen.empty()) {
+    absl::StatusOr<int> http_port = http_server_.Start(options_.http_listen);
+    if (!http_port.ok()) {
+      server_->Shutdown();
+      server_->Wait();
+      server_.reset();
+      return http_port.status();
+    }
+    http_port_ = *http_port;
+    TLOG_INFO << "HTTP (/metrics, /healthz, dashboard) on port " << http_port_;
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;
@@ -130,6 +150,8 @@ void CoordinatorServer::Shutdown() {
                       std::chrono::seconds(2));
     server_->Wait();
   }
+  // Last, so /healthz answers 503 through the gRPC grace period above.
+  http_server_.Shutdown();
   if (absl::Status s = jobs_.Flush(); !s.ok()) {
     TLOG_ERROR << "could not record the last job changes: " << s.message();
   }

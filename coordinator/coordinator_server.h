@@ -13,6 +13,9 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "coordinator/event_hub.h"
+#include "coordinator/http/http_routes.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/rpc_stats.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
@@ -27,6 +30,9 @@ struct CoordinatorOptions {
   // Directory of the durable state (Create opens StateDatabasePath in it,
   // creating it 0700 if missing); empty keeps state in memory only.
   std::string state_dir;
+  // HOST:PORT of the HTTP port (/metrics, /healthz, the dashboard); empty
+  // serves none. Port 0 picks a free port.
+  std::string http_listen;
 };
 
 // $XDG_STATE_HOME/trainctl, else $HOME/.local/state/trainctl.
@@ -54,8 +60,12 @@ class CoordinatorServer {
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
   // Recovers the stored jobs, binds and starts serving; returns the bound
-  // port. Recovery errors come back as they are: do not serve then.
+  // gRPC port. Recovery errors come back as they are: do not serve then.
+  // With options.http_listen the HTTP port starts too; failing to bind it
+  // fails Start (an operator who asked for metrics wants to know).
   absl::StatusOr<int> Start();
+  // The bound HTTP port after Start(); 0 when none is served.
+  int http_port() const { return http_port_; }
   // Stops accepting calls, ends every stream and wait, and joins threads.
   void Shutdown();
 
@@ -74,6 +84,10 @@ class CoordinatorServer {
   JobsService jobs_service_;
   WorkersService workers_service_;
   RendezvousService rendezvous_service_;
+  http::RpcStats rpc_stats_;
+  http::HttpRoutes http_routes_;
+  http::HttpServer http_server_;
+  int http_port_ = 0;
   std::unique_ptr<grpc::Server> server_;
   std::mutex lease_mu_;
   std::condition_variable lease_cv_;

@@ -34,23 +34,47 @@ constexpr char kVersionText[] =
     "  LibTorch, CUDA, NCCL: not linked (only trainctl-worker trains; see "
     "`trainctl-worker --version`)";
 
+// Writes `port` to `path` (nothing when empty); write then rename, so a
+// reader never sees a half-written port. False (after saying why) on error.
+bool WritePortFile(const char* flag, const std::string& path, int port) {
+  if (path.empty()) return true;
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    fprintf(stderr, "trainctl-coordinator: cannot write %s %s\n", flag,
+            path.c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   trainctl::coordinator::CoordinatorOptions options;
   options.state_dir = trainctl::coordinator::DefaultStateDir();
   std::string port_file;
+  std::string http_port_file;
   CLI::App app{"trainctl-coordinator: queues training jobs, assigns ranks to "
                "workers, serves rendezvous and streams metrics."};
   app.set_version_flag("--version", kVersionText);
   app.footer(
       "\nServes trainctl.v1.{Jobs,Workers,Rendezvous}, gRPC reflection and "
-      "grpc.health.v1.Health on --listen.");
+      "grpc.health.v1.Health on --listen; with --http-listen, Prometheus "
+      "/metrics, /healthz and a web dashboard (docs/observability.md).");
   app.add_option("--listen", options.listen,
                  "HOST:PORT to serve gRPC on; port 0 picks a free port")
       ->capture_default_str();
   app.add_option("--port-file", port_file,
                  "write the bound port to this file once serving");
+  app.add_option("--http-listen", options.http_listen,
+                 "HOST:PORT to serve /metrics, /healthz and the dashboard on "
+                 "(plain HTTP, no authentication: keep it on loopback or a "
+                 "private network); port 0 picks a free port; empty (the "
+                 "default) serves no HTTP")
+      ->capture_default_str();
+  app.add_option("--http-port-file", http_port_file,
+                 "write the bound HTTP port to this file once serving");
   app.add_option("--lease-ms", options.lease_ms,
                  "a worker silent this long is declared lost")
       ->capture_default_str()
@@ -66,6 +90,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (options.state_dir.empty()) {
     fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
+    return 1;
+  }
+  if (!http_port_file.empty() && options.http_listen.empty()) {
+    fprintf(stderr, "trainctl-coordinator: --http-port-file needs --http-listen\n");
     return 1;
   }
 
@@ -94,15 +122,9 @@ int main(int argc, char** argv) {
             std::string(port.status().message()).c_str());
     return 1;
   }
-  if (!port_file.empty()) {
-    // Write then rename, so a reader never sees a half-written port.
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << *port << "\n";
-    if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
-      fprintf(stderr, "trainctl-coordinator: cannot write --port-file %s\n",
-              port_file.c_str());
-      return 1;
-    }
+  if (!WritePortFile("--port-file", port_file, *port)) return 1;
+  if (!WritePortFile("--http-port-file", http_port_file, server.http_port())) {
+    return 1;
   }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

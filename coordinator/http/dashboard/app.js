@@ -1,0 +1,216 @@
+// trainctl dashboard: the job list (/) and a job page (/jobs/ID), both
+// polling the coordinator's JSON API. Every piece of data is put in the page
+// with textContent or attributes, never as HTML, because job names, reasons
+// and log lines are whatever users and their programs wrote.
+"use strict";
+
+const POLL_MS = 1000;
+const LIST_POLL_MS = 2000;
+const MAX_LOG_LINES = 500;
+const EVENTS_PAGE = 2000;  // the server's cap per response
+
+// el("td", {className: "num", text: "3"}, child...)
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (k === "text") e.textContent = v;
+    else if (k === "dataset") Object.assign(e.dataset, v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+async function getJson(url) {
+  const r = await fetch(url, { cache: "no-store" });
+  if (!r.ok) {
+    let msg = `HTTP ${r.status}`;
+    try { msg = (await r.json()).error || msg; } catch (_) { /* not JSON */ }
+    throw new Error(msg);
+  }
+  return r.json();
+}
+
+function setConn(ok, why) {
+  const c = document.getElementById("conn");
+  c.textContent = ok ? `updated ${new Date().toLocaleTimeString()}` : `coordinator unreachable: ${why}`;
+  c.classList.toggle("down", !ok);
+}
+
+// "JOB_STATE_RUNNING" -> "running"
+function stateName(s) { return String(s || "").replace(/^(JOB|RANK)_STATE_/, "").toLowerCase(); }
+const FINAL = new Set(["succeeded", "failed", "cancelled"]);
+function num(v) { return v === undefined || v === null ? NaN : Number(v); }
+function fmt(v) { return Number.isFinite(v) ? formatNumber(v) : "–"; }
+function stateCell(s) { return el("span", { className: `state state-${stateName(s)}`, text: stateName(s) }); }
+function timeText(ms) { const n = num(ms); return n > 0 ? new Date(n).toLocaleString() : "–"; }
+
+// ---- job list ----
+
+function listView(app) {
+  const jobsBody = el("tbody");
+  const workersBody = el("tbody");
+  const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
+  app.replaceChildren(
+    el("h1", { text: "Jobs" }),
+    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"]), jobsBody),
+    el("h2", { text: "Workers" }),
+    el("table", { id: "workers" }, head(["Worker"], ["Host"], ["Slots free", "num"], ["Last heartbeat"], ["Running"]), workersBody));
+
+  async function refresh() {
+    try {
+      const { jobs } = await getJson("/api/jobs");
+      jobsBody.replaceChildren(...[...jobs].reverse().map((j) => {
+        const v = (j.latestTrain && j.latestTrain.values) || {};
+        const total = num(j.totalSteps);
+        const step = num(j.latestTrain && j.latestTrain.step);
+        return el("tr", { dataset: { job: j.id } },
+          el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(j.id)}`, text: j.id })),
+          el("td", { text: (j.spec && j.spec.name) || "" }),
+          el("td", {}, stateCell(j.state)),
+          el("td", { className: "num", text: total > 0 ? `${step} / ${total}` : "–" }),
+          el("td", { className: "num", text: fmt(num(v.loss)) }),
+          el("td", { className: "num", text: fmt(num(v.samples_per_sec)) }),
+          el("td", { className: "num", text: String(j.restarts || 0) }),
+          el("td", { text: timeText(j.createdUnixMs) }));
+      }));
+      document.body.dataset.jobs = String(jobs.length);
+      const { workers } = await getJson("/api/workers");
+      workersBody.replaceChildren(...workers.map((w) => el("tr", {},
+        el("td", { text: w.name }), el("td", { text: w.host }),
+        el("td", { className: "num", text: `${w.slotsFree} / ${w.slotsTotal}` }),
+        el("td", { text: timeText(w.lastHeartbeatUnixMs) }),
+        el("td", { text: (w.running || []).join(", ") }))));
+      setConn(true);
+    } catch (e) {
+      setConn(false, e.message);
+    }
+    setTimeout(refresh, LIST_POLL_MS);
+  }
+  refresh();
+}
+
+// ---- one job ----
+
+function jobView(app, id) {
+  const charts = {
+    loss: el("div", { className: "chart", id: "chart-loss" }),
+    accuracy: el("div", { className: "chart", id: "chart-accuracy" }),
+    throughput: el("div", { className: "chart", id: "chart-throughput" }),
+  };
+  const facts = el("div", { className: "facts" });
+  const reason = el("p", { className: "reason muted" });
+  const bar = el("div");
+  const ranksBody = el("tbody");
+  const transitions = el("ol");
+  const logs = el("pre", { className: "logs", id: "logs" });
+  const title = el("h1", { text: id });
+  app.replaceChildren(
+    el("p", {}, el("a", { href: "/", text: "← all jobs" })), title, facts,
+    el("div", { className: "progress" }, bar), reason,
+    el("div", { className: "charts" }, charts.loss, charts.accuracy, charts.throughput),
+    el("h2", { text: "Ranks" }),
+    el("table", { id: "ranks" }, el("thead", {}, el("tr", {}, ...["Rank", "Worker", "Host", "State", "PID", "Exit", "Message"].map((t) => el("th", { text: t })))), ranksBody),
+    el("h2", { text: "State changes" }), transitions,
+    el("h2", { text: "Recent log lines" }), logs);
+
+  const s = {
+    nextSeq: 1, closed: false, final: false,
+    loss: new Series(), accuracy: new Series(), evalLoss: new Series(), throughput: new Series(),
+    logLines: [],
+  };
+
+  function renderJob(j) {
+    const name = (j.spec && j.spec.name) || "";
+    title.textContent = name ? `${name} (${j.id})` : j.id;
+    document.title = `${title.textContent} · trainctl`;
+    const total = num(j.totalSteps);
+    const step = num(j.latestTrain && j.latestTrain.step);
+    const v = (j.latestTrain && j.latestTrain.values) || {};
+    const fact = (k, val) => el("div", { className: "fact" }, el("div", { className: "k", text: k }), el("div", { className: "v" }, val));
+    facts.replaceChildren(
+      fact("State", stateCell(j.state)),
+      fact("Step", total > 0 ? `${Number.isFinite(step) ? step : 0} / ${total}` : "–"),
+      fact("Epoch", String(num(j.latestTrain && j.latestTrain.epoch) || 0)),
+      fact("Loss", fmt(num(v.loss))),
+      fact("Samples/s", fmt(num(v.samples_per_sec))),
+      fact("Generation", String(j.generation || 0)),
+      fact("Restarts", String(j.restarts || 0)),
+      fact("World size", String(j.worldSize || 0)));
+    bar.style.width = total > 0 && step > 0 ? `${Math.min(100, (100 * step) / total)}%` : "0%";
+    reason.textContent = j.pendingReason || j.reason || "";
+    ranksBody.replaceChildren(...(j.ranks || []).map((r) => el("tr", {},
+      el("td", { text: String(r.rank || 0) }), el("td", { text: r.worker || "" }),
+      el("td", { text: r.host || "" }), el("td", { text: stateName(r.state) }),
+      el("td", { text: r.pid ? String(r.pid) : "" }),
+      el("td", { text: stateName(r.state) === "exited" ? String(r.exitCode || 0) : "" }),
+      el("td", { text: r.message || "" }))));
+    transitions.replaceChildren(...(j.transitions || []).map((t) => el("li", {
+      // The first transition (submission) has no "from" state.
+      text: `${timeText(t.timeUnixMs)}: ${stateName(t.from) === "unspecified" ? "" : `${stateName(t.from)} → `}${stateName(t.to)}${t.reason ? ` (${t.reason})` : ""}`,
+    })));
+    s.final = FINAL.has(stateName(j.state));
+    document.body.dataset.state = stateName(j.state);
+  }
+
+  function apply(ev) {
+    if (ev.metric) {
+      const m = ev.metric, v = m.values || {}, step = num(m.step);
+      if (m.kind === "train") {
+        s.loss.add(step, num(v.loss));
+        s.throughput.add(step, num(v.samples_per_sec));
+      } else if (m.kind === "eval") {
+        s.accuracy.add(step, num(v.eval_accuracy));
+        s.evalLoss.add(step, num(v.eval_loss));
+      }
+    } else if (ev.log) {
+      s.logLines.push(ev.log);
+      if (s.logLines.length > MAX_LOG_LINES) s.logLines.splice(0, s.logLines.length - MAX_LOG_LINES);
+    }
+  }
+
+  function renderEvents() {
+    drawChart(charts.loss, "Training loss", s.loss);
+    // Jobs without an accuracy (language models) chart their eval loss.
+    if (s.accuracy.byStep.size === 0 && s.evalLoss.byStep.size > 0) {
+      drawChart(charts.accuracy, "Eval loss", s.evalLoss);
+    } else {
+      drawChart(charts.accuracy, "Eval accuracy", s.accuracy);
+    }
+    drawChart(charts.throughput, "Throughput (samples/s)", s.throughput);
+    const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+    logs.replaceChildren(...s.logLines.map((l) => el("span", {
+      className: l.stream === "stderr" ? "stderr" : "",
+      text: `[rank ${l.rank || 0}] ${l.text}\n`,
+    })));
+    if (atBottom) logs.scrollTop = logs.scrollHeight;
+    document.body.dataset.nextSeq = String(s.nextSeq);
+    document.body.dataset.eventsClosed = String(s.closed);
+  }
+
+  async function tick() {
+    try {
+      renderJob(await getJson(`/api/jobs/${encodeURIComponent(id)}`));
+      // Page through everything new, then draw once.
+      for (;;) {
+        const r = await getJson(`/api/jobs/${encodeURIComponent(id)}/events?from_seq=${s.nextSeq}&limit=${EVENTS_PAGE}`);
+        r.events.forEach(apply);
+        s.nextSeq = r.nextSeq;
+        s.closed = r.closed;
+        if (r.closed || r.events.length < EVENTS_PAGE) break;
+      }
+      renderEvents();
+      setConn(true);
+    } catch (e) {
+      setConn(false, e.message);
+    }
+    // A finished job whose history has all arrived changes no more.
+    if (!(s.final && s.closed)) setTimeout(tick, POLL_MS);
+  }
+  tick();
+}
+
+const m = location.pathname.match(/^\/jobs\/([^/]+)$/);
+const app = document.getElementById("app");
+if (m) jobView(app, decodeURIComponent(m[1]));
+else listView(app);

@@ -1,0 +1,291 @@
+#include "coordinator/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace trainctl::coordinator::http {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Best effort, never blocks: used from the poll thread for short error
+// answers to clients that may not be reading.
+void SendNonBlocking(int fd, int status) {
+  HttpResponse response;
+  response.status = status;
+  response.body = absl::StrCat(ReasonPhrase(status), "\n");
+  const std::string bytes = SerializeResponse(response, false);
+  (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// Splits "host:port" / "[v6]:port"; an empty host means every interface.
+absl::Status SplitHostPort(const std::string& listen, std::string* host,
+                           std::string* port) {
+  const size_t colon = listen.rfind(':');
+  int port_number = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &port_number) ||
+      port_number < 0 || port_number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http-listen ", listen, ": expected HOST:PORT, e.g. 127.0.0.1:7071"));
+  }
+  *host = listen.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  *port = std::to_string(port_number);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpHandler handler, HttpServerOptions options)
+    : handler_(std::move(handler)), options_(options) {}
+
+HttpServer::~HttpServer() { Shutdown(); }
+
+absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
+  if (started_) return absl::FailedPreconditionError("HTTP server started twice");
+  std::string host, port;
+  if (absl::Status s = SplitHostPort(listen, &host, &port); !s.ok()) return s;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(),
+                           &hints, &found);
+      rc != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http-listen ", listen, ": ", gai_strerror(rc)));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK |
+                                            SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) {
+      listen_fd_ = fd;
+    } else {
+      last_error = strerror(errno);
+      close(fd);
+    }
+  }
+  freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen for HTTP on ", listen, ": ", last_error));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  const int bound_port =
+      bound.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+          : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    return absl::InternalError("cannot create the HTTP server's wake pipe");
+  }
+  started_ = true;
+  poll_thread_ = std::thread([this] { PollLoop(); });
+  for (int i = 0; i < options_.handler_threads; ++i) {
+    handler_threads_.emplace_back([this] { HandlerLoop(); });
+  }
+  return bound_port;
+}
+
+void HttpServer::Shutdown() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  (void)!write(wake_pipe_[1], "x", 1);
+  poll_thread_.join();
+  for (auto& t : handler_threads_) t.join();
+  for (Work& work : queue_) close(work.fd);
+  queue_.clear();
+  close(wake_pipe_[0]);
+  close(wake_pipe_[1]);
+}
+
+void HttpServer::PollLoop() {
+  struct Conn {
+    std::string head;
+    int64_t deadline_ms = 0;
+  };
+  std::map<int, Conn> conns;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({wake_pipe_[0], POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    int64_t next_deadline = NowMs() + 1000;
+    for (const auto& [fd, conn] : conns) {
+      fds.push_back({fd, POLLIN, 0});
+      next_deadline = std::min(next_deadline, conn.deadline_ms);
+    }
+    const int wait_ms = static_cast<int>(
+        std::max<int64_t>(0, next_deadline - NowMs()));
+    if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) {
+      TLOG_ERROR << "HTTP poll failed: " << strerror(errno);
+      break;
+    }
+    if (fds[0].revents != 0) break;  // Shutdown()
+    if (fds[1].revents & POLLIN) {
+      for (;;) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;  // EAGAIN, or a client that already left
+        if (static_cast<int>(conns.size()) >= options_.max_connections) {
+          SendNonBlocking(fd, 503);
+          close(fd);
+          continue;
+        }
+        conns[fd].deadline_ms = NowMs() + options_.head_timeout_ms;
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      const int fd = fds[i].fd;
+      auto it = conns.find(fd);
+      if (fds[i].revents == 0) continue;
+      // Read what is there, at most one byte past the limit.
+      char buf[4096];
+      bool drop = false;
+      for (;;) {
+        const size_t room = kMaxHeadBytes + 1 - it->second.head.size();
+        const ssize_t n = recv(fd, buf, std::min(sizeof(buf), room), 0);
+        if (n > 0) {
+          it->second.head.append(buf, n);
+          if (it->second.head.size() > kMaxHeadBytes) break;
+          continue;
+        }
+        // EOF or an error before a full head: nobody to answer.
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) drop = true;
+        break;
+      }
+      const size_t end = FindHeadEnd(it->second.head);
+      if (end == std::string::npos && !drop &&
+          it->second.head.size() <= kMaxHeadBytes) {
+        continue;  // wait for more
+      }
+      Work work;
+      work.fd = fd;
+      if (end != std::string::npos) {
+        work.error_status = ParseRequestHead(
+            absl::string_view(it->second.head).substr(0, end), &work.request);
+      } else if (drop) {
+        close(fd);
+        conns.erase(it);
+        continue;
+      } else {
+        work.error_status = 431;
+      }
+      conns.erase(it);
+      Enqueue(std::move(work));
+    }
+    // Clients too slow to send a head get a 408 and are closed.
+    const int64_t now = NowMs();
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (it->second.deadline_ms <= now) {
+        SendNonBlocking(it->first, 408);
+        close(it->first);
+        it = conns.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& [fd, conn] : conns) close(fd);
+  close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void HttpServer::Enqueue(Work work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() < options_.max_queued) {
+      queue_.push_back(std::move(work));
+      work_ready_.notify_one();
+      return;
+    }
+  }
+  SendNonBlocking(work.fd, 503);
+  close(work.fd);
+}
+
+void HttpServer::HandlerLoop() {
+  for (;;) {
+    Work work;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Serve(work);
+  }
+}
+
+void HttpServer::Serve(Work& work) {
+  HttpResponse response;
+  if (work.error_status != 0) {
+    response.status = work.error_status;
+    response.body = absl::StrCat(ReasonPhrase(work.error_status), "\n");
+  } else {
+    try {
+      response = handler_(work.request);
+    } catch (const std::exception& e) {
+      TLOG_ERROR << "HTTP handler for " << work.request.path
+                 << " threw: " << e.what();
+      response = HttpResponse{500, "text/plain; charset=utf-8",
+                              "Internal Server Error\n", {}};
+    }
+  }
+  const std::string bytes =
+      SerializeResponse(response, work.request.method == "HEAD");
+  // Blocking writes bounded by SO_SNDTIMEO: a client that stops reading
+  // holds this thread for at most write_timeout_ms per send.
+  const int flags = fcntl(work.fd, F_GETFL);
+  fcntl(work.fd, F_SETFL, flags & ~O_NONBLOCK);
+  timeval tv{};
+  tv.tv_sec = options_.write_timeout_ms / 1000;
+  tv.tv_usec = (options_.write_timeout_ms % 1000) * 1000;
+  setsockopt(work.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = send(work.fd, bytes.data() + sent, bytes.size() - sent,
+                           MSG_NOSIGNAL);
+    if (n <= 0) break;  // timeout or the client left: give up on it
+    sent += n;
+  }
+  shutdown(work.fd, SHUT_WR);
+  close(work.fd);
+}
+
+}  // namespace trainctl::coordinator::http

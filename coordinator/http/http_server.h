@@ -1,0 +1,82 @@
+#pragma once
+
+// A small HTTP/1.1 server for the coordinator's observability port
+// (/metrics, /healthz, the dashboard). GET and HEAD only, one request per
+// connection (Connection: close).
+//
+// Why this shape: one poll thread reads every connection's request head
+// without blocking, so slow, half-open or garbage-sending clients cost a
+// file descriptor each and never a thread; only complete, parsed requests
+// reach the few handler threads. Every limit is fixed: head size, header
+// count, open connections, queued requests, the time to send a head and
+// the time to write a response.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/http/http_request.h"
+
+namespace trainctl::coordinator::http {
+
+struct HttpServerOptions {
+  int handler_threads = 4;
+  int max_connections = 256;     // more are closed at once
+  size_t max_queued = 64;        // parsed requests waiting for a handler
+  int64_t head_timeout_ms = 10'000;   // to send the whole request head
+  int64_t write_timeout_ms = 10'000;  // per send() of the response
+};
+
+// Runs on a handler thread; must not throw (an exception becomes a 500).
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpHandler handler, HttpServerOptions options = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds "HOST:PORT" ("[::1]:PORT" for IPv6; port 0 picks a free port),
+  // starts the threads and returns the bound port. Once only.
+  absl::StatusOr<int> Start(const std::string& listen);
+  // Stops accepting, closes every open connection and joins the threads;
+  // a handler already running finishes first. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Work {
+    int fd = -1;
+    int error_status = 0;  // answer with this instead of calling the handler
+    HttpRequest request;
+  };
+
+  void PollLoop();
+  void HandlerLoop();
+  void Serve(Work& work);
+  // For a full queue: answers 503 from the poll thread, without blocking.
+  void Enqueue(Work work);
+
+  const HttpHandler handler_;
+  const HttpServerOptions options_;
+  int listen_fd_ = -1;
+  int wake_pipe_[2] = {-1, -1};
+  bool started_ = false;
+  bool stopped_ = false;
+
+  std::mutex mu_;
+  std::condition_variable work_ready_;
+  std::deque<Work> queue_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;   // GUARDED_BY(mu_)
+
+  std::thread poll_thread_;
+  std::vector<std::thread> handler_threads_;
+};
+
+}  // namespace trainctl::coordinator::http
