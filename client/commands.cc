@@ -8,35 +8,24 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/command_env.h"
+#include "client/config.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
 #include "client/render.h"
+#include "client/stream_commands.h"
 #include "client/version_command.h"
 #include "client/watch.h"
 #include "common/spec.h"
 
 namespace trainctl::client {
 namespace {
-
-// What every command needs besides its own arguments.
-struct Env {
-  CoordinatorClient* client;
-  std::ostream& out;
-  std::ostream& err;
-  bool json;
-  RenderContext ctx;
-};
-
-int Fail(const Env& env, const absl::Status& status) {
-  env.err << "trainctl: " << DescribeError(status, env.client->address())
-          << "\n";
-  return ExitCodeForStatus(status);
-}
 
 absl::StatusOr<std::string> ReadSpecFile(const std::string& path) {
   if (path == "-") {
@@ -130,7 +119,10 @@ int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run,
   return WatchUntilDone(env, job.id(), job.total_steps());
 }
 
-int CmdList(Env& env, const std::vector<std::string>& state_names) {
+// How long `list` keeps showing a finished job without --all.
+constexpr absl::Duration kListRecent = absl::Hours(24);
+
+int CmdList(Env& env, const std::vector<std::string>& state_names, bool all) {
   std::vector<v1::JobState> states;
   for (const std::string& name : state_names) {
     absl::StatusOr<v1::JobState> state = ParseStateName(name);
@@ -142,10 +134,19 @@ int CmdList(Env& env, const std::vector<std::string>& state_names) {
   }
   absl::StatusOr<v1::ListJobsResponse> response = env.client->ListJobs(states);
   if (!response.ok()) return Fail(env, response.status());
+  int hidden = 0;
+  if (!all) {
+    *response = RecentJobs(*response, env.ctx.now_unix_ms, kListRecent, &hidden);
+  }
   if (env.json) {
     env.out << ToJson(*response, /*pretty=*/true) << "\n";
   } else {
     env.out << RenderJobTable(*response, env.ctx);
+    // On stderr so the table stays clean for scripts that parse it.
+    if (hidden > 0) {
+      env.err << "(" << hidden << " jobs finished more than 24h ago are "
+              << "hidden; --all shows them)\n";
+    }
   }
   return kExitOk;
 }
@@ -197,20 +198,14 @@ int CmdWorkers(Env& env) {
 }
 
 constexpr char kMainFooter[] = R"(
-Coordinator: --coordinator HOST:PORT, else $TRAINCTL_COORDINATOR,
-else 127.0.0.1:7070.
+Defaults: a flag wins over $TRAINCTL_COORDINATOR / $TRAINCTL_OUTPUT, which
+win over ~/.config/trainctl/config.yaml (keys coordinator, output; the
+directory follows $XDG_CONFIG_HOME), then 127.0.0.1:7070 and table.
 Exit codes: 0 ok; 1 job FAILED/CANCELLED or server-side error; 2 bad usage or
 invalid spec; 3 coordinator unreachable; 4 job not found.
 Run 'trainctl SUBCOMMAND --help' for examples.)";
 
 }  // namespace
-
-std::string ResolveCoordinatorAddress(const std::string& flag,
-                                      const char* env_value) {
-  if (!flag.empty()) return flag;
-  if (env_value != nullptr && env_value[0] != '\0') return env_value;
-  return kDefaultCoordinator;
-}
 
 int RunCli(int argc, const char* const* argv, std::ostream& out,
            std::ostream& err) {
@@ -224,7 +219,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   // Lets the global options follow the subcommand too.
   app.fallthrough();
   std::string coordinator;
-  std::string output = "table";
+  std::string output;  // empty: not given, see ResolveSettings
   app.add_option("--coordinator", coordinator, "Coordinator address HOST:PORT");
   app.add_option("-o,--output", output, "Output format: table or json")
       ->check(CLI::IsMember({"table", "json"}));
@@ -256,7 +251,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
                    "succeeded, failed, cancelled; comma-separated or "
                    "repeated)")
       ->delimiter(',');
-  list->footer("\nExample:\n  trainctl list --state queued,running");
+  bool list_all = false;
+  list->add_flag("--all", list_all,
+                 "Also jobs that finished more than 24 hours ago");
+  list->footer(
+      "\nWithout --all, jobs that finished more than 24 hours ago are "
+      "hidden.\n\nExamples:\n  trainctl list --state queued,running\n"
+      "  trainctl list --all --output json");
 
   std::string job_id;
   CLI::App* status = app.add_subcommand("status", "Show one job in detail");
@@ -286,6 +287,9 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   CLI::App* workers = app.add_subcommand("workers", "List registered workers");
   workers->footer("\nExample:\n  trainctl workers");
 
+  StreamArgs stream_args;
+  StreamCommands stream = AddStreamCommands(app, stream_args);
+
   CLI::App* version = AddVersionCommand(app);
 
   try {
@@ -297,18 +301,37 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
 
   if (version->parsed()) return PrintVersion(out);
 
-  CoordinatorClient client(ResolveCoordinatorAddress(
-      coordinator, std::getenv("TRAINCTL_COORDINATOR")));
+  const std::string config_path = ConfigFilePath(
+      std::getenv("XDG_CONFIG_HOME"), std::getenv("HOME"));
+  absl::StatusOr<ConfigFile> config = LoadConfigFile(config_path);
+  if (!config.ok()) {
+    err << "trainctl: " << config.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::map<std::string, std::string> env_vars;
+  for (const char* name : {"TRAINCTL_COORDINATOR", "TRAINCTL_OUTPUT"}) {
+    if (const char* value = std::getenv(name)) env_vars[name] = value;
+  }
+  absl::StatusOr<Settings> settings =
+      ResolveSettings(coordinator, output, env_vars, *config);
+  if (!settings.ok()) {
+    err << "trainctl: " << settings.status().message() << "\n";
+    return kExitUsage;
+  }
+  CoordinatorClient client(settings->coordinator);
   RenderContext ctx;
   ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
   ctx.tz = absl::LocalTimeZone();
-  Env env{&client, out, err, output == "json", ctx};
+  Env env{&client, out, err, settings->output == "json", ctx};
 
   if (submit->parsed()) {
     return CmdSubmit(env, spec_path, follow, dry_run, resume_from);
   }
   if (checkpoints->parsed()) return CmdCheckpoints(env, job_id);
-  if (list->parsed()) return CmdList(env, states);
+  if (list->parsed()) return CmdList(env, states, list_all);
+  if (stream.logs->parsed()) return CmdLogs(env, stream_args);
+  if (stream.metrics->parsed()) return CmdMetrics(env, stream_args);
+  if (stream.plot->parsed()) return CmdPlot(env, stream_args);
   if (status->parsed()) return CmdStatus(env, job_id);
   if (cancel->parsed()) return CmdCancel(env, job_id, cancel_reason);
   if (watch->parsed()) return CmdWatch(env, job_id);

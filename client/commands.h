@@ -8,12 +8,9 @@
 
 namespace trainctl::client {
 
-// Default coordinator address when neither flag nor environment names one.
+// Default coordinator address when neither flag, environment nor config
+// file names one (see ResolveSettings in client/config.h).
 inline constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
-
-// --coordinator wins, then $TRAINCTL_COORDINATOR, then the default.
-std::string ResolveCoordinatorAddress(const std::string& flag,
-                                      const char* env_value);
 
 // Runs trainctl on argv and returns the process exit code (see ExitCode in
 // client/format.h). Normal output goes to out, diagnostics to err. Never

@@ -179,7 +179,8 @@ std::string DescribeError(const absl::Status& status,
           "cannot reach the coordinator at ", address, " (", code, ": ",
           status.message(),
           "); is trainctl-coordinator running? set --coordinator or "
-          "TRAINCTL_COORDINATOR");
+          "TRAINCTL_COORDINATOR (or coordinator: in "
+          "~/.config/trainctl/config.yaml)");
     default:
       return absl::StrCat(code, ": ", status.message());
   }

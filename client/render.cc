@@ -89,6 +89,25 @@ std::string JobReason(const v1::Job& job) {
   return job.reason();
 }
 
+v1::ListJobsResponse RecentJobs(const v1::ListJobsResponse& response,
+                                int64_t now_unix_ms, absl::Duration keep,
+                                int* hidden) {
+  v1::ListJobsResponse kept;
+  *hidden = 0;
+  const int64_t cutoff = now_unix_ms - absl::ToInt64Milliseconds(keep);
+  for (const v1::Job& job : response.jobs()) {
+    // A final job without a finish time (never started) counts by creation.
+    const int64_t ended = job.finished_unix_ms() != 0 ? job.finished_unix_ms()
+                                                      : job.created_unix_ms();
+    if (IsFinalState(job.state()) && ended < cutoff) {
+      ++*hidden;
+      continue;
+    }
+    *kept.add_jobs() = job;
+  }
+  return kept;
+}
+
 std::string RenderJobTable(const v1::ListJobsResponse& response,
                            const RenderContext& ctx) {
   std::vector<std::vector<std::string>> rows;

@@ -23,6 +23,13 @@ std::string FormatProgress(const v1::Job& job);
 // pending_reason while QUEUED, else reason.
 std::string JobReason(const v1::Job& job);
 
+// What `list` shows without --all: every job that is not final, plus final
+// jobs that finished within `keep` of now (a busy cluster's history would
+// otherwise bury the jobs that matter). *hidden counts the rest.
+v1::ListJobsResponse RecentJobs(const v1::ListJobsResponse& response,
+                                int64_t now_unix_ms, absl::Duration keep,
+                                int* hidden);
+
 // `list`: ID NAME STATE RANKS STEP AGE REASON.
 std::string RenderJobTable(const v1::ListJobsResponse& response,
                            const RenderContext& ctx);

@@ -26,7 +26,7 @@ absl::StatusOr<v1::JobState> FollowJob(const std::string& job_id,
                                        const OpenStreamFn& open_stream,
                                        const EventCallback& on_event,
                                        const FollowOptions& options) {
-  int64_t last_seq = 0;
+  int64_t last_seq = std::max<int64_t>(options.from_seq, 1) - 1;
   // Only events decide the state, so a replay always reaches the end.
   v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
   absl::Duration backoff = options.initial_backoff;
@@ -48,6 +48,13 @@ absl::StatusOr<v1::JobState> FollowJob(const std::string& job_id,
     // not the stream status, decides whether we are done.
     if (IsFinalState(state)) return state;
     if (!IsRetryableStreamEnd(status)) return status;
+    // A clean end means the server delivered everything after last_seq and
+    // closed the stream because the job is final; when the final event lay
+    // before from_seq we never saw it, so ask.
+    if (status.ok() && options.job_state) {
+      absl::StatusOr<v1::JobState> current = options.job_state();
+      if (current.ok() && IsFinalState(*current)) return *current;
+    }
 
     const bool healthy =
         progressed || options.now() - attempt_start >= options.healthy_after;

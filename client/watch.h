@@ -36,13 +36,20 @@ struct FollowOptions {
   };
   // Told about each reconnect, for a line on stderr.
   std::function<void(const std::string&)> notice = [](const std::string&) {};
+  // First seq to stream (resuming where an earlier reader stopped).
+  int64_t from_seq = 1;
+  // Asked for the job's state when a stream ends cleanly without a final
+  // transition: started past the final event (from_seq > 1), the stream
+  // holds nothing more, so the state must come from elsewhere. Unset: keep
+  // reconnecting as before.
+  std::function<absl::StatusOr<v1::JobState>()> job_state;
 };
 
 // True for stream endings worth reconnecting after (the coordinator went
 // away or ended the stream early); false for answers that will not change.
 bool IsRetryableStreamEnd(const absl::Status& status);
 
-// Streams events from seq 1, passes each new one to on_event exactly once
+// Streams events from options.from_seq (1 by default), passes each new one to on_event exactly once
 // (replayed duplicates are skipped), reconnects from the last seq + 1 when
 // the stream breaks before the job is final, and returns the job's final
 // state. Errors: the first non-retryable status, or UNAVAILABLE after

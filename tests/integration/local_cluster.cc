@@ -143,6 +143,12 @@ void LocalCluster::KillCoordinator() {
   coordinator_->Wait(std::chrono::seconds(10));
 }
 
+void LocalCluster::StopCoordinator() {
+  if (!coordinator_) return;
+  coordinator_->Signal(SIGTERM);
+  coordinator_->Wait(std::chrono::seconds(15));
+}
+
 void LocalCluster::KillWorker(int index) {
   if (index < 0 || index >= static_cast<int>(workers_.size())) {
     ADD_FAILURE() << "no worker " << index;
@@ -185,6 +191,14 @@ CliResult LocalCluster::Cli(const std::vector<std::string>& args,
   result.exit_code = cli.Wait(timeout);
   result.output = ReadFile(log);
   return result;
+}
+
+std::unique_ptr<Process> LocalCluster::CliInBackground(
+    const std::vector<std::string>& args, const std::string& log_path) {
+  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
+                                "--coordinator", address_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return std::make_unique<Process>(argv, log_path);
 }
 
 std::string LocalCluster::WriteFile(const std::string& name,

@@ -55,6 +55,9 @@ class LocalCluster {
   const std::string& state_dir() const { return options_.state_dir; }
   // SIGKILLs the coordinator (no shutdown of any kind) and reaps it.
   void KillCoordinator();
+  // SIGTERMs the coordinator (a graceful shutdown that flushes its store)
+  // and reaps it.
+  void StopCoordinator();
   // SIGKILLs worker `index` (0-based; named w<index+1>); its ranks die with
   // it (PR_SET_PDEATHSIG).
   void KillWorker(int index);
@@ -69,6 +72,10 @@ class LocalCluster {
   // Runs the trainctl CLI against this cluster.
   CliResult Cli(const std::vector<std::string>& args,
                 std::chrono::seconds timeout = std::chrono::seconds(120));
+  // Starts the trainctl CLI against this cluster without waiting; its
+  // stdout and stderr go to log_path.
+  std::unique_ptr<Process> CliInBackground(const std::vector<std::string>& args,
+                                           const std::string& log_path);
   // Writes `text` to a file in the cluster's directory; returns its path.
   std::string WriteFile(const std::string& name, const std::string& text);
   v1::Job GetJob(const std::string& id);

@@ -4,9 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 #include "client/commands.h"
+#include "client/config.h"
 #include "client/format.h"
 #include "client/render.h"
 
@@ -243,11 +245,18 @@ TEST(RenderTest, JsonKeepsProtoNamesAndZeroFields) {
   EXPECT_EQ(json.find('\n'), std::string::npos);
 }
 
+// Moved from ResolveCoordinatorAddress to ResolveSettings when the config
+// file joined the precedence chain; the same cases still hold.
 TEST(CliTest, CoordinatorAddressPrecedence) {
-  EXPECT_EQ(ResolveCoordinatorAddress("a:1", "b:2"), "a:1");
-  EXPECT_EQ(ResolveCoordinatorAddress("", "b:2"), "b:2");
-  EXPECT_EQ(ResolveCoordinatorAddress("", ""), "127.0.0.1:7070");
-  EXPECT_EQ(ResolveCoordinatorAddress("", nullptr), "127.0.0.1:7070");
+  auto address = [](const std::string& flag, const char* env) {
+    std::map<std::string, std::string> vars;
+    if (env != nullptr) vars["TRAINCTL_COORDINATOR"] = env;
+    return ResolveSettings(flag, "", vars, ConfigFile{})->coordinator;
+  };
+  EXPECT_EQ(address("a:1", "b:2"), "a:1");
+  EXPECT_EQ(address("", "b:2"), "b:2");
+  EXPECT_EQ(address("", ""), "127.0.0.1:7070");
+  EXPECT_EQ(address("", nullptr), "127.0.0.1:7070");
 }
 
 int RunTrainctl(std::vector<const char*> args, std::string* out_text,
@@ -279,6 +288,53 @@ TEST(CliTest, HelpShowsExamples) {
   std::string out, err;
   EXPECT_EQ(RunTrainctl({"submit", "--help"}, &out, &err), 0);
   EXPECT_THAT(out, HasSubstr("trainctl submit examples/mnist.yaml --follow"));
+}
+
+TEST(RecentJobsTest, HidesOnlyFinalJobsThatEndedBeforeTheWindow) {
+  v1::ListJobsResponse all;
+  auto add = [&all](const std::string& id, v1::JobState state,
+                    int64_t created, int64_t finished) {
+    v1::Job* job = all.add_jobs();
+    job->set_id(id);
+    job->set_state(state);
+    job->set_created_unix_ms(created);
+    job->set_finished_unix_ms(finished);
+  };
+  const int64_t day = 24 * 3600 * 1000;
+  const int64_t now = 10 * day;
+  add("old-done", v1::JOB_STATE_SUCCEEDED, 1, now - day - 1);
+  add("recent-fail", v1::JOB_STATE_FAILED, 1, now - day + 1);
+  add("old-running", v1::JOB_STATE_RUNNING, 1, 0);
+  add("old-cancelled-in-queue", v1::JOB_STATE_CANCELLED, 5, 0);
+  add("queued", v1::JOB_STATE_QUEUED, now, 0);
+  int hidden = -1;
+  v1::ListJobsResponse kept = RecentJobs(all, now, absl::Hours(24), &hidden);
+  std::vector<std::string> ids;
+  for (const v1::Job& job : kept.jobs()) ids.push_back(job.id());
+  EXPECT_EQ(ids, (std::vector<std::string>{"recent-fail", "old-running",
+                                           "queued"}));
+  EXPECT_EQ(hidden, 2);
+}
+
+TEST(CliTest, NewCommandsHaveExamplesAndPlotRefusesPng) {
+  std::string out, err;
+  EXPECT_EQ(RunTrainctl({"logs", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("trainctl logs job-3 -f --rank 0"));
+  EXPECT_EQ(RunTrainctl({"metrics", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("--from-seq 120"));
+  EXPECT_EQ(RunTrainctl({"plot", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("trainctl plot job-3 -o job-3.svg"));
+  // Refused before any RPC (no server is listening on this address).
+  EXPECT_EQ(RunTrainctl({"--coordinator", "127.0.0.1:1", "plot", "job-1", "-o",
+                         "x.png"},
+                        &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("only .svg is supported"));
+  EXPECT_EQ(RunTrainctl({"metrics", "job-1", "--format", "xml"}, &out, &err),
+            2);
+  EXPECT_EQ(RunTrainctl({"logs", "job-1", "--since", "yesterday"}, &out, &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--since: 'yesterday'"));
 }
 
 }  // namespace

@@ -1,0 +1,30 @@
+#pragma once
+
+// Internal to the command files: what every command needs besides its own
+// arguments.
+
+#include <ostream>
+
+#include "absl/status/status.h"
+#include "client/coordinator_client.h"
+#include "client/format.h"
+#include "client/render.h"
+
+namespace trainctl::client {
+
+struct Env {
+  CoordinatorClient* client;
+  std::ostream& out;
+  std::ostream& err;
+  bool json;
+  RenderContext ctx;
+};
+
+// Prints the failed RPC's message on err; returns its exit code.
+inline int Fail(const Env& env, const absl::Status& status) {
+  env.err << "trainctl: " << DescribeError(status, env.client->address())
+          << "\n";
+  return ExitCodeForStatus(status);
+}
+
+}  // namespace trainctl::client

@@ -1,0 +1,301 @@
+#include "client/stream_commands.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/json_text.h"
+#include "client/log_fold.h"
+#include "client/metrics_export.h"
+#include "client/svg_plot.h"
+#include "client/watch.h"
+
+namespace trainctl::client {
+namespace {
+
+// Without -f the history ends where the replay goes quiet this long (the
+// server has no replay-only request; see WatchJobSnapshot).
+constexpr absl::Duration kCaughtUpAfter = absl::Seconds(1);
+
+using EventFn = std::function<void(const v1::JobEvent&)>;
+
+// Streams the job's events from from_seq to on_event: first what it has
+// recorded so far, then on_caught_up(), then with follow every later event
+// until the job ends, resuming after coordinator restarts from the last seq
+// seen (FollowJob), so nothing is lost or repeated. `on_break` is told when
+// the stream breaks. Returns the exit code: 0, or with follow that of the
+// job's final state as for `watch`.
+int ReadEvents(Env& env, const std::string& job_id, int64_t from_seq,
+               bool follow, const EventFn& on_event,
+               const std::function<void()>& on_caught_up,
+               const std::function<void()>& on_break = [] {}) {
+  // A unary call first: an unknown job or a dead coordinator is reported at
+  // once (exit 4 / 3) instead of entering the reconnect loop.
+  absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
+  if (!job.ok()) return Fail(env, job.status());
+  v1::JobState state = job->state();
+  int64_t last_seq = std::max<int64_t>(from_seq, 1) - 1;
+  // A final job's stream ends by itself after its last event; only a live
+  // job's history needs the quiet-stream and time cuts.
+  const bool final_job = IsFinalState(state);
+  const absl::Duration idle =
+      final_job ? absl::InfiniteDuration() : kCaughtUpAfter;
+  const int64_t started_ms = final_job ? std::numeric_limits<int64_t>::max()
+                                       : absl::ToUnixMillis(absl::Now());
+  // The history. With -f a broken replay is retried (from the last seq
+  // seen) so that on_caught_up really comes after the whole history.
+  absl::Status status;
+  const absl::Time give_up = absl::Now() + FollowOptions().max_outage;
+  absl::Duration backoff = FollowOptions().initial_backoff;
+  while (true) {
+    status = env.client->WatchJobSnapshot(
+        job_id, last_seq + 1, idle, started_ms,
+        [&](const v1::JobEvent& event) {
+          if (event.seq() <= last_seq) return;
+          last_seq = event.seq();
+          if (event.has_transition()) state = event.transition().to();
+          on_event(event);
+        });
+    if (status.ok() || !follow || !IsRetryableStreamEnd(status) ||
+        absl::Now() >= give_up) {
+      break;
+    }
+    on_break();
+    env.err << "trainctl: event stream of job " << job_id << " broke ("
+            << status.ToString() << "); resuming from seq " << last_seq + 1
+            << " in " << absl::FormatDuration(backoff) << std::endl;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, FollowOptions().max_backoff);
+  }
+  if (!status.ok()) return Fail(env, status);
+  on_caught_up();
+  if (!follow) return kExitOk;
+  if (IsFinalState(state)) return ExitCodeForState(state);
+
+  FollowOptions options;
+  options.from_seq = last_seq + 1;
+  options.notice = [&env, &on_break](const std::string& message) {
+    on_break();
+    env.err << "trainctl: " << message << std::endl;
+  };
+  options.job_state = [&env, &job_id]() -> absl::StatusOr<v1::JobState> {
+    absl::StatusOr<v1::Job> current = env.client->GetJob(job_id);
+    if (!current.ok()) return current.status();
+    return current->state();
+  };
+  absl::StatusOr<v1::JobState> final_state = FollowJob(
+      job_id,
+      [&env, &job_id](int64_t seq, const EventCallback& callback) {
+        return env.client->WatchJob(job_id, seq, callback);
+      },
+      on_event, options);
+  if (!final_state.ok()) return Fail(env, final_state.status());
+  return ExitCodeForState(*final_state);
+}
+
+}  // namespace
+
+int CmdLogs(Env& env, const StreamArgs& args) {
+  int64_t since_ms = 0;
+  if (!args.since.empty()) {
+    absl::StatusOr<int64_t> since = ParseSince(args.since, absl::Now());
+    if (!since.ok()) {
+      env.err << "trainctl: " << since.status().message() << "\n";
+      return kExitUsage;
+    }
+    since_ms = *since;
+  }
+  const std::set<int32_t> ranks(args.ranks.begin(), args.ranks.end());
+  LogFolder folder;
+  auto print = [&env](const std::vector<FoldedLog>& lines) {
+    for (const FoldedLog& line : lines) {
+      env.out << (env.json ? FoldedLogToJson(line) : RenderFoldedLog(line))
+              << "\n";
+    }
+    // Followers read this live; keep it line-buffered in effect.
+    if (!lines.empty()) env.out.flush();
+  };
+  auto on_event = [&](const v1::JobEvent& event) {
+    if (!event.has_log()) {
+      print(folder.Advance(event.time_unix_ms()));
+      return;
+    }
+    const v1::LogLine& line = event.log();
+    if (!ranks.empty() && ranks.count(line.rank()) == 0) return;
+    if (line.time_unix_ms() < since_ms) return;
+    print(folder.Add(LogEntry{event.seq(), line}));
+  };
+  auto flush = [&] { print(folder.Flush()); };
+  const int code =
+      ReadEvents(env, args.job_id, 1, args.follow, on_event, flush, flush);
+  flush();
+  return code;
+}
+
+int CmdMetrics(Env& env, const StreamArgs& args) {
+  const bool csv = args.format.empty() ? !env.json : args.format == "csv";
+  // CSV needs its columns before the first row: rows of the history are
+  // held until it has been read, then printed under the union of their
+  // keys. Later rows (-f) are printed under that header.
+  std::vector<MetricRow> held;
+  bool header_done = false;
+  std::vector<std::string> columns;
+  std::set<std::string> warned;
+  auto print_row = [&](const MetricRow& row) {
+    if (!csv) {
+      env.out << MetricToJson(row) << "\n";
+      return;
+    }
+    for (const std::string& key : MetricKeysNotIn(row, columns)) {
+      if (warned.insert(key).second) {
+        env.err << "trainctl: metric '" << key << "' (first in a " 
+                << row.point.kind() << " row at seq " << row.seq
+                << ") is not in the CSV header; it is left out. Use "
+                   "--format jsonl to follow every key.\n";
+      }
+    }
+    env.out << MetricCsvRow(row, columns);
+  };
+  auto on_event = [&](const v1::JobEvent& event) {
+    if (!event.has_metric()) return;
+    MetricRow row = MetricRowFromEvent(event);
+    if (csv && !header_done) {
+      held.push_back(std::move(row));
+      return;
+    }
+    print_row(row);
+    env.out.flush();
+  };
+  auto on_caught_up = [&] {
+    if (!csv || header_done) return;
+    header_done = true;
+    columns = MetricValueColumns(held);
+    env.out << MetricsCsvHeader(columns);
+    for (const MetricRow& row : held) print_row(row);
+    held.clear();
+    env.out.flush();
+  };
+  return ReadEvents(env, args.job_id, args.from_seq, args.follow, on_event,
+                    on_caught_up);
+}
+
+int CmdPlot(Env& env, const StreamArgs& args) {
+  // Checked before any RPC: a wrong file type is a usage error.
+  if (!absl::EndsWithIgnoreCase(args.file, ".svg")) {
+    env.err << "trainctl: cannot write " << args.file
+            << ": only .svg is supported (for example -o loss.svg)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::Job> job = env.client->GetJob(args.job_id);
+  if (!job.ok()) return Fail(env, job.status());
+  std::vector<MetricRow> rows;
+  const int code = ReadEvents(
+      env, args.job_id, 1, /*follow=*/false,
+      [&rows](const v1::JobEvent& event) {
+        if (event.has_metric()) rows.push_back(MetricRowFromEvent(event));
+      },
+      [] {});
+  if (code != kExitOk) return code;
+
+  std::vector<PlotSeries> series = ExtractSeries(rows, args.metrics);
+  std::vector<std::string> empty;
+  for (const PlotSeries& s : series) {
+    if (s.points.empty()) empty.push_back(s.name);
+  }
+  if (empty.size() == series.size()) {
+    env.err << "trainctl: job " << args.job_id << " has no points for "
+            << absl::StrJoin(args.metrics, ", ") << "; it has: "
+            << absl::StrJoin(AvailableSeriesNames(rows), ", ") << "\n";
+    return kExitFailed;
+  }
+  for (const std::string& name : empty) {
+    env.err << "trainctl: no points for " << name << "; left out\n";
+  }
+  ChartOptions options;
+  options.title = absl::StrCat(job->id(), " ", job->spec().name());
+  std::ofstream file(args.file, std::ios::binary | std::ios::trunc);
+  file << RenderSvgChart(series, options);
+  file.close();
+  if (!file) {
+    env.err << "trainctl: cannot write " << args.file << "\n";
+    return kExitFailed;
+  }
+  if (env.json) {
+    std::vector<std::string> parts;
+    for (const PlotSeries& s : series) {
+      parts.push_back(absl::StrCat("{\"metric\":", JsonString(s.name),
+                                   ",\"points\":", s.points.size(), "}"));
+    }
+    env.out << "{\"file\":" << JsonString(args.file) << ",\"series\":["
+            << absl::StrJoin(parts, ",") << "]}\n";
+  } else {
+    std::vector<std::string> parts;
+    for (const PlotSeries& s : series) {
+      parts.push_back(absl::StrCat(s.name, " (", s.points.size(),
+                                   s.points.size() == 1 ? " point)" : " points)"));
+    }
+    env.out << "wrote " << args.file << ": " << absl::StrJoin(parts, ", ")
+            << "\n";
+  }
+  return kExitOk;
+}
+
+StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
+  StreamCommands c;
+  c.logs = app.add_subcommand("logs", "Print every rank's stdout/stderr");
+  c.logs->add_option("JOB", args.job_id, "Job id")->required();
+  c.logs->add_flag("-f,--follow", args.follow,
+                   "Keep following until the job ends");
+  c.logs->add_option("--rank", args.ranks,
+                     "Only these ranks (comma-separated or repeated)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  c.logs->add_option("--since", args.since,
+                     "Only lines since a duration ago (10m, 1h30m) or an "
+                     "RFC 3339 time (2026-11-30T09:00:00Z)");
+  c.logs->footer(
+      "\nIdentical lines from several ranks in the same second are folded: "
+      "[ranks 0-7] text\n"
+      "\nExamples:\n  trainctl logs job-3\n  trainctl logs job-3 -f --rank 0\n"
+      "  trainctl logs job-3 --since 10m --output json | jq -r .text");
+
+  c.metrics = app.add_subcommand("metrics", "Print a job's metrics history");
+  c.metrics->add_option("JOB", args.job_id, "Job id")->required();
+  c.metrics->add_option("--format", args.format,
+                        "csv or jsonl (default: csv, jsonl with --output "
+                        "json)")
+      ->check(CLI::IsMember({"csv", "jsonl"}));
+  c.metrics->add_flag("-f,--follow", args.follow,
+                      "Keep printing new points until the job ends");
+  c.metrics->add_option("--from-seq", args.from_seq,
+                        "Start at this event seq (resume after the last seq "
+                        "you saw + 1)")
+      ->check(CLI::PositiveNumber);
+  c.metrics->footer(
+      "\nExamples:\n  trainctl metrics job-3 > job-3.csv\n"
+      "  trainctl metrics job-3 --format jsonl -f\n"
+      "  trainctl metrics job-3 --format jsonl --from-seq 120");
+
+  c.plot = app.add_subcommand("plot", "Draw a job's metrics as an SVG chart");
+  c.plot->add_option("JOB", args.job_id, "Job id")->required();
+  c.plot->add_option("--metric", args.metrics,
+                     "Series to draw, comma-separated: value keys as "
+                     "`metrics` shows them (loss, lr, eval_accuracy), or "
+                     "KIND_KEY for another kind's key (train_loss)")
+      ->delimiter(',')
+      ->capture_default_str();
+  c.plot->add_option("-o,--file", args.file, "Output file (.svg)")->required();
+  c.plot->footer(
+      "\nExamples:\n  trainctl plot job-3 -o job-3.svg\n"
+      "  trainctl plot job-3 --metric loss,eval_loss -o loss.svg");
+  return c;
+}
+
+}  // namespace trainctl::client
