@@ -237,9 +237,9 @@ class ShapeChecker : public YAML::EventHandler {
   }
 
   void Error(const std::string& path, const std::string& what,
-             const YAML::Mark& mark, const std::string& todo) {
+             const YAML::Mark& mark, const std::string& advice) {
     Push(
-        absl::StrCat(path, ": ", what, " at line ", mark.line + 1, "; ", todo));
+        absl::StrCat(path, ": ", what, " at line ", mark.line + 1, "; ", advice));
   }
 
   // Keeps the first problems, leaving two lines of kMaxSpecErrors for a hard

@@ -17,17 +17,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-v1::Job Submit(LocalCluster& cluster, const std::string& spec) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
-  v1::SubmitJobRequest req;
-  req.set_spec_text(spec);
-  v1::SubmitJobResponse resp;
-  grpc::Status s = cluster.jobs().SubmitJob(&ctx, req, &resp);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return resp.job();
-}
-
 // The events of a job that may not be final: whatever arrives within `wait`.
 std::vector<v1::JobEvent> EventsSoFar(LocalCluster& cluster,
                                       const std::string& id,
@@ -62,14 +51,14 @@ bool SameList(const List& a, const List& b) {
 TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
   LocalCluster cluster(2, 1, 1);
   // A job that runs to the end, then one that cannot fit (4 ranks, 2 slots).
-  v1::Job done = Submit(cluster, SmallJobSpec(2, 1024, 1));
+  v1::Job done = cluster.Submit(SmallJobSpec(2, 1024, 1));
   ASSERT_FALSE(done.id().empty());
   done = cluster.WaitForJob(
       done.id(),
       [](const v1::Job& j) { return j.state() == v1::JOB_STATE_SUCCEEDED; },
       seconds(120));
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
-  v1::Job queued = Submit(cluster, SmallJobSpec(4, 1024, 1));
+  v1::Job queued = cluster.Submit(SmallJobSpec(4, 1024, 1));
   ASSERT_EQ(queued.state(), v1::JOB_STATE_QUEUED);
   const std::vector<v1::JobEvent> done_events = cluster.Events(done.id());
   ASSERT_GT(done_events.size(), 3u);  // transitions, metrics and logs
@@ -92,7 +81,7 @@ TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
       queued_events));
 
   // Ids continue; the new job waits behind the queued one (FIFO).
-  v1::Job next = Submit(cluster, SmallJobSpec(1, 1024, 1));
+  v1::Job next = cluster.Submit(SmallJobSpec(1, 1024, 1));
   const int done_number = std::stoi(done.id().substr(4));
   EXPECT_EQ(next.id(), "job-" + std::to_string(done_number + 2));
 

@@ -52,17 +52,6 @@ std::string Spec(int ranks, const std::string& checkpoint_dir,
          "fault_tolerance: " + fault_tolerance + "\n";
 }
 
-v1::Job Submit(LocalCluster& cluster, const std::string& spec) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
-  v1::SubmitJobRequest req;
-  req.set_spec_text(spec);
-  v1::SubmitJobResponse resp;
-  grpc::Status s = cluster.jobs().SubmitJob(&ctx, req, &resp);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return resp.job();
-}
-
 std::vector<v1::Checkpoint> Catalog(LocalCluster& cluster,
                                     const std::string& id) {
   grpc::ClientContext ctx;
@@ -174,11 +163,11 @@ TEST(FaultToleranceTest, KilledWorkerRestartsOnTwoWorkersWithExactlyOnceData) {
     cluster = std::make_unique<LocalCluster>(3, 1, 1);
   }
   // First the undisturbed run, for the accuracy to compare with.
-  v1::Job calm = Submit(*cluster, Spec(3, checkpoints, "{max_restarts: 0}"));
+  v1::Job calm = cluster->Submit(Spec(3, checkpoints, "{max_restarts: 0}"));
   calm = WaitUntilFinal(*cluster, calm.id());
   ASSERT_EQ(calm.state(), v1::JOB_STATE_SUCCEEDED) << calm.reason();
 
-  v1::Job job = Submit(*cluster, Spec(3, checkpoints,
+  v1::Job job = cluster->Submit(Spec(3, checkpoints,
                                       "{min_workers: 2, max_restarts: 2}"));
   // Kill w3 (rank 2) once a checkpoint exists, mid-epoch.
   v1::Job mid = cluster->WaitForJob(
@@ -224,7 +213,7 @@ TEST(FaultToleranceTest, HungRankIsNamedAndTheJobRecovers) {
     ScopedEnv fault("TRAINCTL_FAULT", "hang:rank=1,step=30");
     cluster = std::make_unique<LocalCluster>(2, 1, 1);
   }
-  v1::Job job = Submit(*cluster, Spec(2, checkpoints, "{hang_timeout_s: 3}"));
+  v1::Job job = cluster->Submit(Spec(2, checkpoints, "{hang_timeout_s: 3}"));
   v1::Job done = WaitUntilFinal(*cluster, job.id());
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
   EXPECT_EQ(done.restarts(), 1);
@@ -244,7 +233,7 @@ TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
     ScopedEnv fault("TRAINCTL_FAULT", "crash_in_checkpoint:rank=0,step=40");
     cluster = std::make_unique<LocalCluster>(2, 1, 1);
   }
-  v1::Job job = Submit(*cluster, Spec(2, checkpoints, "{max_restarts: 1}"));
+  v1::Job job = cluster->Submit(Spec(2, checkpoints, "{max_restarts: 1}"));
   v1::Job done = WaitUntilFinal(*cluster, job.id());
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
   ASSERT_EQ(RestartReasons(done).size(), 1u);
@@ -265,7 +254,7 @@ TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
 TEST(FaultToleranceTest, CoordinatorKilledMidJobReadoptsTheRunningRanks) {
   const std::string checkpoints = TempDir("ft-ckpt");
   LocalCluster cluster(2, 1, 1);
-  v1::Job job = Submit(cluster, Spec(2, checkpoints, "{}"));
+  v1::Job job = cluster.Submit(Spec(2, checkpoints, "{}"));
   v1::Job mid = cluster.WaitForJob(
       job.id(), [](const v1::Job& j) { return j.latest_train().step() >= 20; },
       seconds(300));

@@ -163,6 +163,17 @@ bool LocalCluster::RestartCoordinator() {
   return StartCoordinator("127.0.0.1:" + port);
 }
 
+v1::Job LocalCluster::Submit(const std::string& spec) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubmitJobRequest req;
+  req.set_spec_text(spec);
+  v1::SubmitJobResponse resp;
+  grpc::Status s = stub_->SubmitJob(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return resp.job();
+}
+
 LocalCluster::~LocalCluster() {
   for (auto& w : workers_) w->Signal(SIGTERM);
   for (auto& w : workers_) w->Wait(std::chrono::seconds(15));

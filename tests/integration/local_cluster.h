@@ -79,6 +79,8 @@ class LocalCluster {
   // Writes `text` to a file in the cluster's directory; returns its path.
   std::string WriteFile(const std::string& name, const std::string& text);
   v1::Job GetJob(const std::string& id);
+  // Submits `spec` over gRPC; fails the current test if it is refused.
+  v1::Job Submit(const std::string& spec);
   // Polls GetJob until `done` holds or the timeout passes; returns the last.
   v1::Job WaitForJob(const std::string& id,
                      const std::function<bool(const v1::Job&)>& done,
