@@ -18,6 +18,7 @@
 #include "client/config.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
+#include "client/login_command.h"
 #include "client/render.h"
 #include "client/stream_commands.h"
 #include "client/version_command.h"
@@ -201,8 +202,14 @@ constexpr char kMainFooter[] = R"(
 Defaults: a flag wins over $TRAINCTL_COORDINATOR / $TRAINCTL_OUTPUT, which
 win over ~/.config/trainctl/config.yaml (keys coordinator, output; the
 directory follows $XDG_CONFIG_HOME), then 127.0.0.1:7070 and table.
+Connections use TLS verified with --ca-cert and send --token (both also from
+$TRAINCTL_CA_CERT / $TRAINCTL_TOKEN or the config file; `trainctl login` saves
+them); on the coordinator's own machine its CA and admin token are found in
+its default state directory. --insecure talks plaintext to a coordinator run
+--insecure.
 Exit codes: 0 ok; 1 job FAILED/CANCELLED or server-side error; 2 bad usage or
-invalid spec; 3 coordinator unreachable; 4 job not found.
+invalid spec; 3 coordinator unreachable; 4 job not found; 5 not logged in or
+not allowed (another user's job).
 Run 'trainctl SUBCOMMAND --help' for examples.)";
 
 }  // namespace
@@ -223,6 +230,15 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   app.add_option("--coordinator", coordinator, "Coordinator address HOST:PORT");
   app.add_option("-o,--output", output, "Output format: table or json")
       ->check(CLI::IsMember({"table", "json"}));
+  SecurityFlags security_flags;
+  app.add_option("--token", security_flags.token,
+                 "Bearer token (default: $TRAINCTL_TOKEN, the config file's "
+                 "token: as saved by `trainctl login`)");
+  app.add_option("--ca-cert", security_flags.ca_cert,
+                 "The cluster CA certificate to verify the coordinator with "
+                 "(its tls/ca.crt)");
+  app.add_flag("--insecure", security_flags.insecure,
+               "Plaintext without a token, for a coordinator run --insecure");
 
   std::string spec_path;
   bool follow = false;
@@ -291,6 +307,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   StreamCommands stream = AddStreamCommands(app, stream_args);
 
   CLI::App* version = AddVersionCommand(app);
+  CLI::App* login = AddLoginCommand(app);
 
   try {
     app.parse(argc, argv);
@@ -309,16 +326,27 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return kExitUsage;
   }
   std::map<std::string, std::string> env_vars;
-  for (const char* name : {"TRAINCTL_COORDINATOR", "TRAINCTL_OUTPUT"}) {
+  for (const char* name :
+       {"TRAINCTL_COORDINATOR", "TRAINCTL_OUTPUT", "TRAINCTL_TOKEN",
+        "TRAINCTL_CA_CERT", "TRAINCTL_INSECURE"}) {
     if (const char* value = std::getenv(name)) env_vars[name] = value;
   }
-  absl::StatusOr<Settings> settings =
-      ResolveSettings(coordinator, output, env_vars, *config);
+  absl::StatusOr<Settings> settings = ResolveSettings(
+      coordinator, output, env_vars, *config, security_flags);
   if (!settings.ok()) {
     err << "trainctl: " << settings.status().message() << "\n";
     return kExitUsage;
   }
-  CoordinatorClient client(settings->coordinator);
+  if (login->parsed()) {
+    return CmdLogin(*settings, config_path, std::cin, out, err);
+  }
+  absl::StatusOr<ClientSecurity> security =
+      ResolveSecurity(*settings, DefaultLocalCoordinatorFiles());
+  if (!security.ok()) {
+    err << "trainctl: " << security.status().message() << "\n";
+    return kExitUsage;
+  }
+  CoordinatorClient client(settings->coordinator, *security);
   RenderContext ctx;
   ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
   ctx.tz = absl::LocalTimeZone();

@@ -2,7 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <filesystem>
+#include <optional>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -21,6 +27,20 @@ std::string Lookup(const std::map<std::string, std::string>& env,
                    const std::string& name) {
   auto it = env.find(name);
   return it == env.end() ? "" : it->second;
+}
+
+std::optional<bool> ParseBool(const std::string& text) {
+  if (text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  return std::nullopt;
+}
+
+// A flag, else the variable, else the file's value, else "".
+std::string Pick(const std::string& flag, const std::string& env_value,
+                 const std::optional<std::string>& file_value) {
+  if (!flag.empty()) return flag;
+  if (!env_value.empty()) return env_value;
+  return file_value.value_or("");
 }
 
 }  // namespace
@@ -59,11 +79,12 @@ absl::StatusOr<ConfigFile> ParseConfigFile(const std::string& text,
     }
     const std::string key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
-    if (key != "coordinator" && key != "output") {
+    if (key != "coordinator" && key != "output" && key != "token" &&
+        key != "ca_cert" && key != "insecure") {
       // A typo would otherwise be silently ignored.
-      return absl::InvalidArgumentError(
-          absl::StrCat("config file ", path, ": unknown key '", key,
-                       "' (known: coordinator, output)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config file ", path, ": unknown key '", key,
+          "' (known: coordinator, output, token, ca_cert, insecure)"));
     }
     if (!value.IsScalar() || value.Scalar().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -72,6 +93,18 @@ absl::StatusOr<ConfigFile> ParseConfigFile(const std::string& text,
     const std::string text_value = value.Scalar();
     if (key == "coordinator") {
       config.coordinator = text_value;
+    } else if (key == "token") {
+      config.token = text_value;
+    } else if (key == "ca_cert") {
+      config.ca_cert = text_value;
+    } else if (key == "insecure") {
+      std::optional<bool> flag = ParseBool(text_value);
+      if (!flag) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config file ", path, ": key 'insecure' must be true or false, "
+            "not '", text_value, "'"));
+      }
+      config.insecure = *flag;
     } else {
       if (!IsOutputFormat(text_value)) {
         return absl::InvalidArgumentError(
@@ -98,7 +131,8 @@ absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path) {
 
 absl::StatusOr<Settings> ResolveSettings(
     const std::string& flag_coordinator, const std::string& flag_output,
-    const std::map<std::string, std::string>& env, const ConfigFile& file) {
+    const std::map<std::string, std::string>& env, const ConfigFile& file,
+    const SecurityFlags& flags) {
   Settings settings;
   const std::string env_coordinator = Lookup(env, "TRAINCTL_COORDINATOR");
   if (!flag_coordinator.empty()) {
@@ -121,7 +155,68 @@ absl::StatusOr<Settings> ResolveSettings(
   } else {
     settings.output = file.output.value_or("table");
   }
+  settings.token = Pick(flags.token, Lookup(env, "TRAINCTL_TOKEN"), file.token);
+  settings.ca_cert =
+      Pick(flags.ca_cert, Lookup(env, "TRAINCTL_CA_CERT"), file.ca_cert);
+  const std::string env_insecure = Lookup(env, "TRAINCTL_INSECURE");
+  if (flags.insecure) {
+    settings.insecure = true;
+  } else if (!env_insecure.empty()) {
+    std::optional<bool> flag = ParseBool(env_insecure);
+    if (!flag) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TRAINCTL_INSECURE must be true or false, not '", env_insecure, "'"));
+    }
+    settings.insecure = *flag;
+  } else {
+    settings.insecure = file.insecure.value_or(false);
+  }
   return settings;
+}
+
+absl::Status SetConfigValues(const std::string& path,
+                             const std::map<std::string, std::string>& values) {
+  if (path.empty()) {
+    return absl::FailedPreconditionError(
+        "no config file location: set HOME or XDG_CONFIG_HOME");
+  }
+  YAML::Node root;
+  std::ifstream in(path, std::ios::binary);
+  if (in.is_open()) {
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    absl::StatusOr<ConfigFile> valid = ParseConfigFile(text, path);
+    if (!valid.ok()) return valid.status();
+    root = YAML::Load(text);
+  }
+  if (!root.IsMap()) root = YAML::Node(YAML::NodeType::Map);
+  for (const auto& [key, value] : values) root[key] = value;
+  YAML::Emitter emitter;
+  emitter << root;
+  const std::string dir = path.substr(0, path.rfind('/'));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  }
+  // 0600 from the first byte: the file holds a token.
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  fchmod(fd, 0600);
+  const std::string text = std::string(emitter.c_str()) + "\n";
+  const bool written = write(fd, text.data(), text.size()) == ssize_t(text.size());
+  const bool synced = fsync(fd) == 0;
+  close(fd);
+  if (!written || !synced || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace trainctl::client

@@ -16,6 +16,9 @@ namespace trainctl::client {
 struct ConfigFile {
   std::optional<std::string> coordinator;
   std::optional<std::string> output;  // "table" or "json"
+  std::optional<std::string> token;   // written by `trainctl login`
+  std::optional<std::string> ca_cert;  // path of the cluster CA certificate
+  std::optional<bool> insecure;       // plaintext, no token
 };
 
 // $XDG_CONFIG_HOME/trainctl/config.yaml when XDG_CONFIG_HOME is set and
@@ -33,13 +36,31 @@ absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path);
 struct Settings {
   std::string coordinator;
   std::string output;
+  std::string token;
+  std::string ca_cert;
+  bool insecure = false;
+};
+
+// The security flags as given (empty / false: not given).
+struct SecurityFlags {
+  std::string token;
+  std::string ca_cert;
+  bool insecure = false;
 };
 
 // Applies the precedence rule. flag_* are empty when the flag was not
 // given; env holds the TRAINCTL_* variables (missing or empty = unset).
-// An invalid TRAINCTL_OUTPUT is an error naming the variable.
+// An invalid TRAINCTL_OUTPUT or TRAINCTL_INSECURE is an error naming the
+// variable.
 absl::StatusOr<Settings> ResolveSettings(
     const std::string& flag_coordinator, const std::string& flag_output,
-    const std::map<std::string, std::string>& env, const ConfigFile& file);
+    const std::map<std::string, std::string>& env, const ConfigFile& file,
+    const SecurityFlags& flags = {});
+
+// Sets `key` to `value` in the config file at `path` (created 0600 with its
+// directory; an existing file's other keys are kept and it is made 0600,
+// since it holds a token).
+absl::Status SetConfigValues(const std::string& path,
+                             const std::map<std::string, std::string>& values);
 
 }  // namespace trainctl::client

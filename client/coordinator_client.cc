@@ -18,6 +18,7 @@
 namespace trainctl::client {
 
 CoordinatorClient::CoordinatorClient(std::string address,
+                                     ClientSecurity security,
                                      absl::Duration rpc_timeout)
     : address_(std::move(address)), rpc_timeout_(rpc_timeout) {
   grpc::ChannelArguments args;
@@ -27,9 +28,18 @@ CoordinatorClient::CoordinatorClient(std::string address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 4000);
-  // Plaintext: the coordinator serves no TLS yet (the security issue).
-  channel_ = grpc::CreateCustomChannel(
-      address_, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!security.insecure) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = security.ca_pem;
+    credentials = grpc::SslCredentials(tls);
+    if (!security.token.empty()) {
+      credentials = grpc::CompositeChannelCredentials(
+          credentials, grpc::AccessTokenCredentials(security.token));
+    }
+  }
+  channel_ = grpc::CreateCustomChannel(address_, credentials, args);
   stub_ = v1::Jobs::NewStub(channel_);
 }
 

@@ -18,10 +18,18 @@
 
 namespace trainctl::client {
 
+// How the CLI talks to the coordinator: TLS verified against the cluster CA
+// with a bearer token on every call, or plaintext with --insecure.
+struct ClientSecurity {
+  bool insecure = true;
+  std::string ca_pem;  // the cluster CA; empty = the system's roots
+  std::string token;   // sent as "authorization: Bearer TOKEN"
+};
+
 class CoordinatorClient {
  public:
   // Connects lazily; nothing is sent until the first call.
-  explicit CoordinatorClient(std::string address,
+  explicit CoordinatorClient(std::string address, ClientSecurity security = {},
                              absl::Duration rpc_timeout = absl::Seconds(10));
 
   const std::string& address() const { return address_; }

@@ -36,6 +36,9 @@ int ExitCodeForStatus(const absl::Status& status) {
       return kExitUnreachable;
     case absl::StatusCode::kNotFound:
       return kExitNotFound;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return kExitDenied;
     default:
       return kExitFailed;
   }
@@ -180,7 +183,14 @@ std::string DescribeError(const absl::Status& status,
           status.message(),
           "); is trainctl-coordinator running? set --coordinator or "
           "TRAINCTL_COORDINATOR (or coordinator: in "
-          "~/.config/trainctl/config.yaml)");
+          "~/.config/trainctl/config.yaml); with TLS, --ca-cert must be "
+          "the coordinator's tls/ca.crt; a coordinator run --insecure needs "
+          "--insecure here");
+    case absl::StatusCode::kUnauthenticated:
+      return absl::StrCat("not logged in to ", address, ": ",
+                          status.message());
+    case absl::StatusCode::kPermissionDenied:
+      return absl::StrCat("not allowed: ", status.message());
     default:
       return absl::StrCat(code, ": ", status.message());
   }

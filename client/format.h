@@ -22,6 +22,7 @@ enum ExitCode : int {
   kExitUsage = 2,        // bad usage or invalid job spec
   kExitUnreachable = 3,  // coordinator unreachable
   kExitNotFound = 4,     // job not found
+  kExitDenied = 5,       // not logged in, or the job is another user's
 };
 
 // Exit code for an RPC outcome (OK -> 0).

@@ -5,11 +5,15 @@
 #include <filesystem>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/pki.h"
+#include "coordinator/auth/cluster_files.h"
 #include "common/status_macros.h"
 #include "coordinator/sqlite_job_store.h"
 
@@ -20,7 +24,69 @@ namespace {
 // the coordinator buffer.
 constexpr int kMaxMessageBytes = 16 << 20;
 
+// The host part of "HOST:PORT" / "[V6]:PORT", for the server certificate.
+std::string ListenHost(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host == "0.0.0.0" || host == "::" || host == "*") return "";
+  return host;
+}
+
+absl::StatusOr<std::string> ReadTrimmed(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 }  // namespace
+
+Security Security::Insecure(std::string rendezvous_secret) {
+  Security security;
+  if (rendezvous_secret.empty()) rendezvous_secret = pki::RandomToken("");
+  security.auth = std::make_unique<auth::Authenticator>(
+      nullptr, std::move(rendezvous_secret));
+  return security;
+}
+
+absl::StatusOr<Security> LoadSecurity(const CoordinatorOptions& options) {
+  if (options.insecure) {
+    if (options.state_dir.empty()) return Security::Insecure();
+    // Kept, so ranks re-adopted after a restart still hold valid keys.
+    auth::ClusterFiles files(options.state_dir);
+    absl::StatusOr<std::string> secret = ReadTrimmed(files.rendezvous_key);
+    if (!secret.ok()) {
+      const std::string fresh = pki::RandomToken("");
+      RETURN_IF_ERROR(MakeDirs(options.state_dir + "/auth"));
+      RETURN_IF_ERROR(WriteFileAtomically(files.rendezvous_key, fresh));
+      secret = fresh;
+    }
+    return Security::Insecure(*std::move(secret));
+  }
+  if (options.state_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs a --state-dir for the cluster CA and tokens (or pass "
+        "--insecure for plaintext without authentication)");
+  }
+  std::vector<std::string> names = options.server_names;
+  if (std::string host = ListenHost(options.listen); !host.empty()) {
+    names.push_back(host);
+  }
+  ASSIGN_OR_RETURN(auth::InitReport report,
+                   auth::InitCluster(options.state_dir, names));
+  for (const std::string& path : report.created) {
+    TLOG_INFO << "created " << path;
+  }
+  auth::ClusterFiles files(options.state_dir);
+  Security security;
+  ASSIGN_OR_RETURN(security.ca.cert_pem, ReadWholeFile(files.ca_cert));
+  ASSIGN_OR_RETURN(security.ca.key_pem, ReadWholeFile(files.ca_key));
+  ASSIGN_OR_RETURN(security.server_cert_pem, ReadWholeFile(files.server_cert));
+  ASSIGN_OR_RETURN(security.server_key_pem, ReadWholeFile(files.server_key));
+  ASSIGN_OR_RETURN(std::string secret, ReadTrimmed(files.rendezvous_key));
+  security.auth = std::make_unique<auth::Authenticator>(
+      std::make_unique<auth::TokenStore>(files.tokens), std::move(secret));
+  return security;
+}
 
 std::string DefaultStateDir() {
   const char* xdg = getenv("XDG_STATE_HOME");
@@ -58,22 +124,27 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Create(
     ASSIGN_OR_RETURN(store,
                      SqliteJobStore::Open(StateDatabasePath(options.state_dir)));
   }
+  ASSIGN_OR_RETURN(Security security, LoadSecurity(options));
   return std::make_unique<CoordinatorServer>(std::move(options), clock,
-                                             std::move(store));
+                                             std::move(store),
+                                             std::move(security));
 }
 
 CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                                      const Clock& clock,
-                                     std::unique_ptr<JobStore> store)
+                                     std::unique_ptr<JobStore> store,
+                                     Security security)
     : options_(std::move(options)),
       clock_(clock),
       store_(store != nullptr ? std::move(store)
                               : std::make_unique<InMemoryJobStore>()),
+      security_(security.auth != nullptr ? std::move(security)
+                                         : Security::Insecure()),
       jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
-      jobs_service_(jobs_, events_, stopping_),
-      workers_service_(jobs_),
-      rendezvous_service_(rendezvous_),
+      jobs_service_(jobs_, events_, stopping_, *security_.auth),
+      workers_service_(jobs_, *security_.auth, security_.ca),
+      rendezvous_service_(rendezvous_, *security_.auth),
       http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_),
       http_server_([this](const http::HttpRequest& request) {
         return http_routes_.Handle(request);
@@ -90,8 +161,25 @@ absl::StatusOr<int> CoordinatorServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
-                           &port);
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (security_.server_cert_pem.empty()) {
+    TLOG_WARNING << "--insecure: plaintext gRPC and HTTP and NO "
+                    "authentication; anyone who reaches "
+                 << options_.listen
+                 << " can run code on every worker. Use it on loopback only.";
+    credentials = grpc::InsecureServerCredentials();
+  } else {
+    grpc::SslServerCredentialsOptions tls(
+        // People authenticate with tokens and have no certificate; a worker's
+        // certificate, when one is sent, must verify against the cluster CA.
+        GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = security_.ca.cert_pem;
+    tls.pem_key_cert_pairs.push_back(
+        {security_.server_key_pem, security_.server_cert_pem});
+    credentials = grpc::SslServerCredentials(tls);
+    credentials->SetAuthMetadataProcessor(security_.auth->MetadataProcessor());
+  }
+  builder.AddListeningPort(options_.listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(&jobs_service_);
   builder.RegisterService(&workers_service_);

@@ -7,11 +7,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "coordinator/auth/authenticator.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/http/http_routes.h"
 #include "coordinator/http/http_server.h"
@@ -33,7 +35,29 @@ struct CoordinatorOptions {
   // HOST:PORT of the HTTP port (/metrics, /healthz, the dashboard); empty
   // serves none. Port 0 picks a free port.
   std::string http_listen;
+  // Plaintext ports and no authentication (everyone is an admin). Otherwise
+  // the ports use TLS with the state directory's cluster files
+  // (auth/cluster_files.h), created on the first start when missing.
+  bool insecure = false;
+  // Extra names (hosts, IPs) for a server certificate created on this start.
+  std::vector<std::string> server_names;
 };
+
+// How the coordinator's ports authenticate: the Authenticator, the CA that
+// signs workers' certificates and the ports' own certificate. Insecure()
+// has no TLS and a per-process rendezvous secret.
+struct Security {
+  std::unique_ptr<auth::Authenticator> auth;
+  ClusterCa ca;
+  std::string server_cert_pem, server_key_pem;  // empty: plaintext
+
+  static Security Insecure(std::string rendezvous_secret = "");
+};
+
+// The security of a coordinator with these options: with TLS, loads (and
+// first creates) the state directory's cluster files; insecure, only the
+// rendezvous secret (kept in the state directory when there is one).
+absl::StatusOr<Security> LoadSecurity(const CoordinatorOptions& options);
 
 // $XDG_STATE_HOME/trainctl, else $HOME/.local/state/trainctl.
 std::string DefaultStateDir();
@@ -52,9 +76,10 @@ class CoordinatorServer {
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Create(
       CoordinatorOptions options, const Clock& clock);
   // On `store`, or an InMemoryJobStore when null (options.state_dir is not
-  // looked at).
+  // looked at), with `security` (Security::Insecure() when its auth is null).
   CoordinatorServer(CoordinatorOptions options, const Clock& clock,
-                    std::unique_ptr<JobStore> store = nullptr);
+                    std::unique_ptr<JobStore> store = nullptr,
+                    Security security = {});
   ~CoordinatorServer();
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
@@ -70,6 +95,7 @@ class CoordinatorServer {
   void Shutdown();
 
   JobManager& jobs() { return jobs_; }
+  const auth::Authenticator& authenticator() const { return *security_.auth; }
 
  private:
   void LeaseLoop();
@@ -78,6 +104,7 @@ class CoordinatorServer {
   const Clock& clock_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<JobStore> store_;
+  Security security_;
   EventHub events_;
   Rendezvous rendezvous_;
   JobManager jobs_;

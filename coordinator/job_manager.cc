@@ -45,10 +45,12 @@ JobManager::JobManager(const Clock& clock, EventHub& events,
 
 absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
                                            bool dry_run,
-                                           const std::string& resume_from) {
+                                           const std::string& resume_from,
+                                           const std::string& owner) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
   if (!spec.ok()) return spec.status();
   v1::Job job;
+  job.set_owner(owner);
   *job.mutable_spec() = *std::move(spec);
   if (!resume_from.empty()) {
     absl::StatusOr<v1::Checkpoint> from = FindCheckpoint(resume_from);
@@ -413,6 +415,8 @@ void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
   if (from != v1::JOB_STATE_QUEUED) StopRanksLocked(job, reason, outbox);
   if (from != v1::JOB_STATE_RUNNING) ScheduleLocked(outbox);  // room behind it
   rendezvous_.DropJob(job.id());
+  log_limiter_.Forget(job.id());
+  metric_limiter_.Forget(job.id());
 }
 
 void JobManager::LoseWorkerLocked(const std::string& worker,

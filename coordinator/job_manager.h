@@ -16,6 +16,7 @@
 #include "coordinator/agent_link.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_store.h"
+#include "coordinator/report_limiter.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
@@ -62,8 +63,10 @@ class JobManager {
   // is queued then.
   // `resume_from` ("JOB" or "JOB:STEP") starts it from that job's latest or
   // given checkpoint: NOT_FOUND when the catalog has no such checkpoint.
+  // `owner` is the submitter's user name ("" without authentication).
   absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run,
-                                 const std::string& resume_from = "");
+                                 const std::string& resume_from = "",
+                                 const std::string& owner = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
@@ -155,6 +158,9 @@ class JobManager {
   void Deliver(const Outbox& outbox);
 
   // --- durable state (job_manager_store.cc) ---
+  // Says in the job's log that `dropped` reports of `rank` were cut.
+  void RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,
+                           const char* what);
   // Appends to the EventHub and queues the stamped event for the store.
   void RecordEventLocked(const std::string& job_id, v1::JobEvent event);
   void MarkDirtyLocked(const std::string& job_id) { dirty_.insert(job_id); }
@@ -184,6 +190,10 @@ class JobManager {
   // time by which their agents must re-adopt them. GUARDED_BY(mu_)
   std::map<std::string, int64_t> reattach_deadline_ms_;
   const int64_t reattach_grace_ms_;
+  // Per rank: a flood of log lines or metric points is cut to these rates
+  // (far above what training prints), and the cut is said in the log.
+  ReportLimiter log_limiter_{1000, 10'000};    // GUARDED_BY(mu_)
+  ReportLimiter metric_limiter_{1000, 10'000};  // GUARDED_BY(mu_)
 };
 
 }  // namespace trainctl::coordinator

@@ -22,6 +22,12 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
                          metrics.seq())) {
     return absl::OkStatus();
   }
+  const ReportLimiter::Decision rate =
+      metric_limiter_.Admit(job.id(), point.rank(), clock_.NowUnixMs());
+  if (!rate.admit) return absl::OkStatus();
+  if (rate.dropped_before > 0) {
+    RecordDroppedLocked(job, point.rank(), rate.dropped_before, "metric points");
+  }
   if (point.kind() == "plan") {
     auto it = point.values().find("total_steps");
     if (it != point.values().end()) {
@@ -52,12 +58,32 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
       !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
     return absl::OkStatus();
   }
+  const ReportLimiter::Decision rate =
+      log_limiter_.Admit(job.id(), log.line().rank(), clock_.NowUnixMs());
+  if (!rate.admit) return absl::OkStatus();
+  if (rate.dropped_before > 0) {
+    RecordDroppedLocked(job, log.line().rank(), rate.dropped_before, "log lines");
+  }
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
   *event.mutable_log() = log.line();
   RecordEventLocked(job.id(), std::move(event));
   SaveLocked().IgnoreError();
   return absl::OkStatus();
+}
+
+void JobManager::RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,
+                                     const char* what) {
+  v1::JobEvent event;
+  event.set_time_unix_ms(clock_.NowUnixMs());
+  v1::LogLine* line = event.mutable_log();
+  line->set_rank(rank);
+  line->set_stream("stderr");
+  line->set_time_unix_ms(event.time_unix_ms());
+  line->set_text(absl::StrCat("[trainctl] dropped ", dropped, " ", what,
+                              " of rank ", rank,
+                              ": more than 1000 a second (the per-rank limit)"));
+  RecordEventLocked(job.id(), std::move(event));
 }
 
 bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,

@@ -1,3 +1,4 @@
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
@@ -8,39 +9,78 @@ namespace {
 // How long one wait for new events lasts before the handler re-checks
 // whether the client left or the server is stopping.
 constexpr int64_t kWatchPollMs = 500;
+constexpr int kMaxWatchersPerClient = 64;
+
+// "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": one client, whatever its port.
+std::string PeerHost(const std::string& peer) {
+  return peer.substr(0, peer.rfind(':'));
+}
 
 }  // namespace
 
-grpc::Status JobsService::SubmitJob(grpc::ServerContext*,
+absl::StatusOr<v1::Job> JobsService::JobFor(const grpc::ServerContext& ctx,
+                                            const std::string& job_id,
+                                            const char* action) const {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(ctx);
+  if (!caller.ok()) return caller.status();
+  absl::StatusOr<v1::Job> job = jobs_.Get(job_id);
+  if (!job.ok()) return job.status();
+  if (!caller->MayTouchJobOf(job->owner())) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "job ", job_id, " belongs to ", job->owner(), "; only ", job->owner(),
+        " or an admin may ", action, " it"));
+  }
+  return job;
+}
+
+grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
                                     const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
-  absl::StatusOr<v1::Job> job =
-      jobs_.Submit(req->spec_text(), req->dry_run(), req->resume_from());
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (!req->resume_from().empty()) {
+    // Resuming reads another job's checkpoint: only where it may be read.
+    const std::string& from = req->resume_from();
+    absl::StatusOr<v1::Job> source =
+        JobFor(*ctx, from.substr(0, from.find(':')), "resume from");
+    if (!source.ok() && !absl::IsNotFound(source.status())) {
+      return ToGrpcStatus(source.status());
+    }
+  }
+  absl::StatusOr<v1::Job> job = jobs_.Submit(
+      req->spec_text(), req->dry_run(), req->resume_from(), caller->name);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp->mutable_job() = *std::move(job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::GetJob(grpc::ServerContext*,
+grpc::Status JobsService::GetJob(grpc::ServerContext* ctx,
                                  const v1::GetJobRequest* req, v1::Job* resp) {
-  absl::StatusOr<v1::Job> job = jobs_.Get(req->job_id());
+  absl::StatusOr<v1::Job> job = JobFor(*ctx, req->job_id(), "read");
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::ListJobs(grpc::ServerContext*,
+grpc::Status JobsService::ListJobs(grpc::ServerContext* ctx,
                                    const v1::ListJobsRequest* req,
                                    v1::ListJobsResponse* resp) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   std::vector<v1::JobState> states;
   for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-  for (auto& job : jobs_.List(states)) *resp->add_jobs() = std::move(job);
+  for (auto& job : jobs_.List(states)) {
+    // People see their own jobs; admins see everyone's.
+    if (caller->MayTouchJobOf(job.owner())) *resp->add_jobs() = std::move(job);
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::CancelJob(grpc::ServerContext*,
+grpc::Status JobsService::CancelJob(grpc::ServerContext* ctx,
                                     const v1::CancelJobRequest* req,
                                     v1::Job* resp) {
+  absl::StatusOr<v1::Job> owned = JobFor(*ctx, req->job_id(), "cancel");
+  if (!owned.ok()) return ToGrpcStatus(owned.status());
   absl::StatusOr<v1::Job> job = jobs_.Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -50,8 +90,30 @@ grpc::Status JobsService::CancelJob(grpc::ServerContext*,
 grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
-  absl::StatusOr<v1::Job> job = jobs_.Get(req->job_id());
+  absl::StatusOr<v1::Job> job = JobFor(*ctx, req->job_id(), "watch");
   if (!job.ok()) return ToGrpcStatus(job.status());
+  const std::string client = auth_.insecure()
+                                 ? PeerHost(ctx->peer())
+                                 : auth_.Person(*ctx)->name;
+  {
+    std::lock_guard<std::mutex> lock(watchers_mu_);
+    if (watchers_[client] >= kMaxWatchersPerClient) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat(client, " already has ", kMaxWatchersPerClient,
+                       " watches open (the limit per client); end some "
+                       "`trainctl watch` / `logs -f` first"));
+    }
+    ++watchers_[client];
+  }
+  struct Release {
+    JobsService* self;
+    const std::string& client;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(self->watchers_mu_);
+      if (--self->watchers_[client] == 0) self->watchers_.erase(client);
+    }
+  } release{this, client};
   int64_t next = std::max<int64_t>(1, req->from_seq());
   while (!ctx->IsCancelled() && !stopping_.load()) {
     bool closed = false;
@@ -67,16 +129,20 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
                       "coordinator is shutting down; watch again to resume");
 }
 
-grpc::Status JobsService::ListWorkers(grpc::ServerContext*,
+grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx,
                                       const v1::ListWorkersRequest*,
                                       v1::ListWorkersResponse* resp) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   for (auto& w : jobs_.Workers()) *resp->add_workers() = std::move(w);
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::ListCheckpoints(grpc::ServerContext*,
+grpc::Status JobsService::ListCheckpoints(grpc::ServerContext* ctx,
                                           const v1::ListCheckpointsRequest* req,
                                           v1::ListCheckpointsResponse* resp) {
+  absl::StatusOr<v1::Job> owned = JobFor(*ctx, req->job_id(), "read");
+  if (!owned.ok()) return ToGrpcStatus(owned.status());
   absl::StatusOr<std::vector<v1::Checkpoint>> catalog =
       jobs_.Checkpoints(req->job_id());
   if (!catalog.ok()) return ToGrpcStatus(catalog.status());

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "coordinator/auth/cluster_files.h"
 #include "coordinator/coordinator_server.h"
 
 // Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
@@ -48,6 +49,49 @@ bool WritePortFile(const char* flag, const std::string& path, int port) {
   return true;
 }
 
+int RunInit(const trainctl::coordinator::CoordinatorOptions& options) {
+  namespace auth = trainctl::coordinator::auth;
+  absl::StatusOr<auth::InitReport> report =
+      auth::InitCluster(options.state_dir, options.server_names);
+  if (!report.ok()) {
+    fprintf(stderr, "trainctl-coordinator init: %s\n",
+            std::string(report.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& path : report->created) {
+    printf("created %s\n", path.c_str());
+  }
+  if (report->created.empty()) printf("nothing to do: every file exists\n");
+  auth::ClusterFiles files(options.state_dir);
+  printf("\nCA certificate (give it to workers and users): %s\n"
+         "admin token (trainctl login --token ...):      %s\n"
+         "worker join token (trainctl-worker --join-token ...): %s\n",
+         files.ca_cert.c_str(), files.admin_token.c_str(),
+         files.join_token.c_str());
+  return 0;
+}
+
+int RunAddUser(const std::string& state_dir, const std::string& name,
+               bool admin, bool join) {
+  namespace auth = trainctl::coordinator::auth;
+  const auth::TokenRole role = join    ? auth::TokenRole::kJoin
+                               : admin ? auth::TokenRole::kAdmin
+                                       : auth::TokenRole::kUser;
+  absl::StatusOr<std::string> token = auth::AddToken(state_dir, role, name);
+  if (!token.ok()) {
+    fprintf(stderr, "trainctl-coordinator add-user: %s\n",
+            std::string(token.status().message()).c_str());
+    return 1;
+  }
+  // The only place the token is ever shown; the file keeps its digest.
+  printf("%s\n", token->c_str());
+  fprintf(stderr, "%s token for %s added to %s (shown once; a running "
+          "coordinator picks it up at once)\n",
+          auth::TokenRoleName(role), name.c_str(),
+          auth::ClusterFiles(state_dir).tokens.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,9 +113,9 @@ int main(int argc, char** argv) {
                  "write the bound port to this file once serving");
   app.add_option("--http-listen", options.http_listen,
                  "HOST:PORT to serve /metrics, /healthz and the dashboard on "
-                 "(plain HTTP, no authentication: keep it on loopback or a "
-                 "private network); port 0 picks a free port; empty (the "
-                 "default) serves no HTTP")
+                 "(HTTPS with the gRPC port's certificate, bearer tokens for "
+                 "everything but /healthz; plain HTTP with --insecure); port "
+                 "0 picks a free port; empty (the default) serves no HTTP")
       ->capture_default_str();
   app.add_option("--http-port-file", http_port_file,
                  "write the bound HTTP port to this file once serving");
@@ -84,10 +128,46 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
   app.add_option("--state-dir", options.state_dir,
-                 "directory of the job database (created 0700 if missing); "
-                 "jobs survive restarts through it")
+                 "directory of the job database and the cluster's CA, "
+                 "certificates and tokens (created 0700 if missing); jobs "
+                 "survive restarts through it")
       ->capture_default_str();
+  app.add_flag("--insecure", options.insecure,
+               "plaintext gRPC and HTTP and no authentication (everyone is "
+               "an admin); for a demo on loopback only. Without it, every "
+               "port uses TLS and every call is authenticated");
+  app.add_option("--san", options.server_names,
+                 "a host name or IP address clients use to reach this "
+                 "coordinator, for the server certificate made on the first "
+                 "start or by init (repeatable; localhost, 127.0.0.1, ::1, "
+                 "this host's name and the --listen host are always in)");
+  app.fallthrough();
+  CLI::App* init = app.add_subcommand(
+      "init", "create the cluster CA, the server certificate, an admin token "
+              "and a worker join token in --state-dir (kept if present), then "
+              "exit");
+  std::string user_name;
+  bool user_admin = false;
+  bool user_join = false;
+  CLI::App* add_user = app.add_subcommand(
+      "add-user", "add a token for a user to --state-dir, print it once and "
+                  "exit");
+  add_user->add_option("name", user_name, "the user's name")->required();
+  add_user->add_flag("--admin", user_admin,
+                     "may read and cancel every user's jobs");
+  add_user->add_flag("--join", user_join,
+                     "a worker join token instead of a user token");
+  app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
+  if (init->parsed() || add_user->parsed()) {
+    if (options.state_dir.empty()) {
+      fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
+      return 1;
+    }
+    return init->parsed() ? RunInit(options)
+                          : RunAddUser(options.state_dir, user_name,
+                                       user_admin, user_join);
+  }
   if (options.state_dir.empty()) {
     fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
     return 1;

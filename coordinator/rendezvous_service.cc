@@ -27,18 +27,25 @@ grpc::Status CheckScope(const v1::Scope& scope) {
 
 }  // namespace
 
-grpc::Status RendezvousService::Set(grpc::ServerContext*,
+grpc::Status RendezvousService::Admit(const grpc::ServerContext& ctx,
+                                      const v1::Scope& scope) const {
+  if (auto s = CheckScope(scope); !s.ok()) return s;
+  return ToGrpcStatus(
+      auth_.CheckRendezvous(ctx, scope.job_id(), scope.generation()));
+}
+
+grpc::Status RendezvousService::Set(grpc::ServerContext* ctx,
                                     const v1::SetRequest* req,
                                     v1::SetResponse*) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   store_.Set(ToScope(req->scope()), req->key(), req->value());
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::Get(grpc::ServerContext*,
+grpc::Status RendezvousService::Get(grpc::ServerContext* ctx,
                                     const v1::GetRequest* req,
                                     v1::GetResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   absl::StatusOr<std::string> value =
       store_.Get(ToScope(req->scope()), req->key(), WaitMs(req->timeout_ms()));
   if (!value.ok()) return ToGrpcStatus(value.status());
@@ -46,10 +53,10 @@ grpc::Status RendezvousService::Get(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::Add(grpc::ServerContext*,
+grpc::Status RendezvousService::Add(grpc::ServerContext* ctx,
                                     const v1::AddRequest* req,
                                     v1::AddResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   absl::StatusOr<int64_t> sum =
       store_.Add(ToScope(req->scope()), req->key(), req->delta());
   if (!sum.ok()) return ToGrpcStatus(sum.status());
@@ -57,45 +64,45 @@ grpc::Status RendezvousService::Add(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::CompareSet(grpc::ServerContext*,
+grpc::Status RendezvousService::CompareSet(grpc::ServerContext* ctx,
                                            const v1::CompareSetRequest* req,
                                            v1::CompareSetResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   resp->set_value(store_.CompareSet(ToScope(req->scope()), req->key(),
                                     req->expected(), req->desired()));
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::Check(grpc::ServerContext*,
+grpc::Status RendezvousService::Check(grpc::ServerContext* ctx,
                                       const v1::CheckRequest* req,
                                       v1::CheckResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   resp->set_all_present(store_.Check(
       ToScope(req->scope()), {req->keys().begin(), req->keys().end()}));
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::Wait(grpc::ServerContext*,
+grpc::Status RendezvousService::Wait(grpc::ServerContext* ctx,
                                      const v1::WaitRequest* req,
                                      v1::WaitResponse*) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   return ToGrpcStatus(store_.Wait(ToScope(req->scope()),
                                   {req->keys().begin(), req->keys().end()},
                                   WaitMs(req->timeout_ms())));
 }
 
-grpc::Status RendezvousService::Delete(grpc::ServerContext*,
+grpc::Status RendezvousService::Delete(grpc::ServerContext* ctx,
                                        const v1::DeleteRequest* req,
                                        v1::DeleteResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   resp->set_deleted(store_.Delete(ToScope(req->scope()), req->key()));
   return grpc::Status::OK;
 }
 
-grpc::Status RendezvousService::NumKeys(grpc::ServerContext*,
+grpc::Status RendezvousService::NumKeys(grpc::ServerContext* ctx,
                                         const v1::NumKeysRequest* req,
                                         v1::NumKeysResponse* resp) {
-  if (auto s = CheckScope(req->scope()); !s.ok()) return s;
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   resp->set_count(store_.NumKeys(ToScope(req->scope())));
   return grpc::Status::OK;
 }

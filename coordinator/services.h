@@ -6,7 +6,11 @@
 // rendezvous, the agent stream) hold their thread and end on shutdown.
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
 
+#include "coordinator/auth/authenticator.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/rendezvous.h"
@@ -19,8 +23,9 @@ namespace trainctl::coordinator {
 class JobsService final : public v1::Jobs::Service {
  public:
   JobsService(JobManager& jobs, EventHub& events,
-              const std::atomic<bool>& stopping)
-      : jobs_(jobs), events_(events), stopping_(stopping) {}
+              const std::atomic<bool>& stopping,
+              const auth::Authenticator& auth)
+      : jobs_(jobs), events_(events), stopping_(stopping), auth_(auth) {}
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
@@ -41,27 +46,53 @@ class JobsService final : public v1::Jobs::Service {
                                v1::ListCheckpointsResponse* resp) override;
 
  private:
+  // The job, when the calling person may touch it; `action` ("cancel",
+  // "watch", ...) goes into the PERMISSION_DENIED message.
+  absl::StatusOr<v1::Job> JobFor(const grpc::ServerContext& ctx,
+                                 const std::string& job_id,
+                                 const char* action) const;
+
   JobManager& jobs_;
   EventHub& events_;
   const std::atomic<bool>& stopping_;
+  const auth::Authenticator& auth_;
+  // Open WatchJob streams per client (user, or peer host without
+  // authentication): each holds a server thread, so one client may not
+  // take them all.
+  std::mutex watchers_mu_;
+  std::map<std::string, int> watchers_;  // GUARDED_BY(watchers_mu_)
+};
+
+// The cluster CA's certificate and key, for signing joining workers'
+// certificates; empty with --insecure (Join is then refused).
+struct ClusterCa {
+  std::string cert_pem;
+  std::string key_pem;
 };
 
 class WorkersService final : public v1::Workers::Service {
  public:
-  explicit WorkersService(JobManager& jobs) : jobs_(jobs) {}
+  WorkersService(JobManager& jobs, const auth::Authenticator& auth,
+                 ClusterCa ca)
+      : jobs_(jobs), auth_(auth), ca_(std::move(ca)) {}
 
   grpc::Status Connect(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>*
           stream) override;
+  grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
+                    v1::JoinResponse* resp) override;
 
  private:
   JobManager& jobs_;
+  const auth::Authenticator& auth_;
+  const ClusterCa ca_;
 };
 
 class RendezvousService final : public v1::Rendezvous::Service {
  public:
-  explicit RendezvousService(Rendezvous& store) : store_(store) {}
+  RendezvousService(Rendezvous& store, const auth::Authenticator& auth)
+      : store_(store), auth_(auth) {}
 
   grpc::Status Set(grpc::ServerContext*, const v1::SetRequest* req,
                    v1::SetResponse*) override;
@@ -82,7 +113,11 @@ class RendezvousService final : public v1::Rendezvous::Service {
                        v1::NumKeysResponse* resp) override;
 
  private:
+  // OK when the call carries the key of `scope`'s generation.
+  grpc::Status Admit(const grpc::ServerContext& ctx, const v1::Scope& scope) const;
+
   Rendezvous& store_;
+  const auth::Authenticator& auth_;
 };
 
 }  // namespace trainctl::coordinator

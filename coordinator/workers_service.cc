@@ -1,8 +1,11 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/pki.h"
+#include "coordinator/auth/cluster_files.h"
 #include "coordinator/services.h"
 
 namespace trainctl::coordinator {
@@ -16,12 +19,20 @@ using AgentStream =
 // again (the handler may return and gRPC frees it).
 class StreamLink final : public AgentLink {
  public:
-  StreamLink(grpc::ServerContext* ctx, AgentStream* stream)
-      : ctx_(ctx), stream_(stream) {}
+  StreamLink(grpc::ServerContext* ctx, AgentStream* stream,
+             const auth::Authenticator& auth)
+      : ctx_(ctx), stream_(stream), auth_(auth) {}
 
   bool Send(const v1::CoordinatorMessage& message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stream_ != nullptr && stream_->Write(message);
+    if (message.has_assign()) {
+      // Each generation's ranks get the key to their own rendezvous keys.
+      v1::CoordinatorMessage keyed = message;
+      for (v1::RankAssignment& a : *keyed.mutable_assign()->mutable_ranks()) {
+        a.set_rendezvous_key(auth_.RendezvousKey(a.job_id(), a.generation()));
+      }
+      return Write(keyed);
+    }
+    return Write(message);
   }
 
   void Disconnect() override {
@@ -36,12 +47,59 @@ class StreamLink final : public AgentLink {
   }
 
  private:
+  bool Write(const v1::CoordinatorMessage& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_ != nullptr && stream_->Write(message);
+  }
+
   std::mutex mu_;
   grpc::ServerContext* ctx_;  // GUARDED_BY(mu_)
   AgentStream* stream_;       // GUARDED_BY(mu_)
+  const auth::Authenticator& auth_;
 };
 
+constexpr int64_t kWorkerCertificateDays = 730;
+
 }  // namespace
+
+grpc::Status WorkersService::Join(grpc::ServerContext* ctx,
+                                  const v1::JoinRequest* req,
+                                  v1::JoinResponse* resp) {
+  if (absl::Status s = auth_.CheckJoinToken(req->join_token()); !s.ok()) {
+    TLOG_WARNING << "refused a join from " << ctx->peer() << ": " << s.message();
+    return ToGrpcStatus(s);
+  }
+  if (ca_.key_pem.empty()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this coordinator runs --insecure: workers connect "
+                        "without certificates (start them with --insecure)");
+  }
+  if (absl::Status s = auth::CheckName("name", req->name()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  absl::StatusOr<std::string> asked = pki::RequestCommonName(req->csr_pem());
+  if (!asked.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("csr_pem: ", asked.status().message())));
+  }
+  if (*asked != req->name()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "csr_pem: asks for the name '", *asked, "' but the worker is '",
+        req->name(), "'")));
+  }
+  pki::CertificateOrder order;
+  order.common_name = req->name();
+  order.usage = pki::Usage::kClient;
+  order.valid_days = kWorkerCertificateDays;
+  absl::StatusOr<std::string> cert =
+      pki::IssueCertificate(ca_.cert_pem, ca_.key_pem, req->csr_pem(), order);
+  if (!cert.ok()) return ToGrpcStatus(cert.status());
+  resp->set_cert_pem(*std::move(cert));
+  resp->set_ca_pem(ca_.cert_pem);
+  TLOG_INFO << "worker " << req->name() << " joined from " << ctx->peer()
+            << "; issued its certificate";
+  return grpc::Status::OK;
+}
 
 grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
                                      AgentStream* stream) {
@@ -52,7 +110,22 @@ grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
                         "the first message on the stream must be register");
   }
   const std::string name = first.register_().name();
-  auto link = std::make_shared<StreamLink>(ctx, stream);
+  absl::StatusOr<std::string> identity = auth_.WorkerIdentity(*ctx);
+  if (!identity.ok()) {
+    TLOG_WARNING << "refused worker " << name << " from " << ctx->peer() << ": "
+                 << identity.status().message();
+    return ToGrpcStatus(identity.status());
+  }
+  if (!identity->empty() && *identity != name) {
+    TLOG_WARNING << "refused worker " << name << " from " << ctx->peer()
+                 << ": its certificate is for " << *identity;
+    return grpc::Status(
+        grpc::StatusCode::PERMISSION_DENIED,
+        absl::StrCat("register.name '", name, "' is not the name in the "
+                     "worker's certificate ('", *identity, "'); start it with "
+                     "--name ", *identity, " or join again under the new name"));
+  }
+  auto link = std::make_shared<StreamLink>(ctx, stream, auth_);
   absl::Status registered = jobs_.RegisterWorker(first.register_(), link);
   if (!registered.ok()) {
     TLOG_WARNING << "rejected worker registration from " << ctx->peer()

@@ -31,6 +31,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+# Secure as deployed: the coordinator's first start makes the cluster CA, a
+# server certificate, an admin token and a worker join token in its state
+# directory; workers trade the join token for certificates and the CLI uses
+# the admin token.
 "$bin/trainctl-coordinator" --listen 127.0.0.1:0 --port-file "$state/port" \
   --state-dir "$state/state" \
   > "$state/coordinator.log" 2>&1 &
@@ -38,12 +42,18 @@ pids+=($!)
 for _ in $(seq 1 300); do [ -s "$state/port" ] && break; sleep 0.1; done
 [ -s "$state/port" ] || { echo "coordinator did not start; see $state/coordinator.log" >&2; exit 1; }
 export TRAINCTL_COORDINATOR="127.0.0.1:$(cat "$state/port")"
-echo "coordinator at $TRAINCTL_COORDINATOR (logs in $state/)"
+export TRAINCTL_CA_CERT="$state/state/tls/ca.crt"
+TRAINCTL_TOKEN="$(cat "$state/state/auth/admin.token")"
+export TRAINCTL_TOKEN
+echo "coordinator at $TRAINCTL_COORDINATOR over TLS (logs in $state/)"
 
 # Split the cores between the workers so their ranks do not oversubscribe.
 cpus=$(( $(nproc) / workers )); [ "$cpus" -ge 1 ] || cpus=1
 for i in $(seq 1 "$workers"); do
   "$bin/trainctl-worker" --name "worker-$i" --slots 1 --cpus "$cpus" \
+    --ca-cert "$TRAINCTL_CA_CERT" \
+    --join-token "$(cat "$state/state/auth/join.token")" \
+    --state-dir "$state/worker-$i" \
     > "$state/worker-$i.log" 2>&1 &
   pids+=($!)
 done

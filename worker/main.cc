@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/worker_credentials.h"
 #include "worker/train/rank_main.h"
 
 // Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
@@ -104,8 +105,36 @@ int main(int argc, char** argv) {
   app.add_option("--kill-grace-ms", options.kill_grace_ms,
                  "after SIGTERM, wait this long before SIGKILL")
       ->capture_default_str();
+  trainctl::agent::WorkerTlsOptions tls;
+  tls.state_dir = trainctl::agent::DefaultWorkerStateDir();
+  app.add_option("--ca-cert", tls.ca_cert_file,
+                 "the cluster CA certificate (the coordinator's tls/ca.crt)")
+      ->envname("TRAINCTL_CA_CERT");
+  app.add_option("--join-token", tls.join_token,
+                 "the cluster's join token (the coordinator's "
+                 "auth/join.token), traded once for this worker's certificate")
+      ->envname("TRAINCTL_JOIN_TOKEN");
+  app.add_option("--cert", tls.cert_file,
+                 "this worker's certificate, signed by the cluster CA and "
+                 "named after --name (instead of --join-token)");
+  app.add_option("--key", tls.key_file, "the private key of --cert");
+  app.add_option("--state-dir", tls.state_dir,
+                 "where a joined certificate is kept (created 0700)")
+      ->capture_default_str();
+  app.add_flag("--insecure", tls.insecure,
+               "plaintext and no certificate, for a coordinator run with "
+               "--insecure (a demo on loopback)");
   CLI11_PARSE(app, argc, argv);
   if (options.name.empty()) options.name = Hostname();
+  absl::StatusOr<trainctl::agent::WorkerCredentials> credentials =
+      trainctl::agent::ObtainCredentials(tls, options.coordinator, options.name);
+  if (!credentials.ok()) {
+    fprintf(stderr, "trainctl-worker: %s\n",
+            std::string(credentials.status().message()).c_str());
+    return 1;
+  }
+  options.credentials = credentials->channel;
+  options.ca_pem = credentials->ca_pem;
   if (options.collective_host.empty()) {
     options.collective_host =
         IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();

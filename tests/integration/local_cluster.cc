@@ -86,20 +86,53 @@ LocalCluster::LocalCluster(int workers, int slots, int cpus,
   const std::string bin = TRAINCTL_BIN_DIR;
   // Never the user's default state dir: every cluster starts empty.
   if (options_.state_dir.empty()) options_.state_dir = dir_ + "/state";
+  if (options_.insecure) options_.coordinator_flags.push_back("--insecure");
   if (!StartCoordinator("127.0.0.1:0")) return;
   for (int i = 1; i <= workers; ++i) {
-    const std::string name = "w" + std::to_string(i);
-    workers_.push_back(std::make_unique<Process>(
-        std::vector<std::string>{bin + "/trainctl-worker", "--coordinator",
-                                 address_, "--name", name, "--slots",
-                                 std::to_string(slots), "--cpus",
-                                 std::to_string(cpus), "--kill-grace-ms",
-                                 "3000"},
-        dir_ + "/" + name + ".log"));
+    StartWorker("w" + std::to_string(i), slots, cpus);
   }
   if (!WaitForWorkers(workers, std::chrono::seconds(30))) {
     ADD_FAILURE() << "workers did not register";
   }
+}
+
+Process& LocalCluster::StartWorker(const std::string& name, int slots,
+                                   int cpus,
+                                   const std::vector<std::string>& extra,
+                                   bool with_credentials) {
+  std::vector<std::string> argv{
+      std::string(TRAINCTL_BIN_DIR) + "/trainctl-worker", "--coordinator",
+      address_, "--name", name, "--slots", std::to_string(slots), "--cpus",
+      std::to_string(cpus), "--kill-grace-ms", "3000",
+      // Never the user's own worker state (its certificate).
+      "--state-dir", dir_ + "/" + name + "-state"};
+  if (options_.insecure) {
+    argv.push_back("--insecure");
+  } else if (with_credentials) {
+    argv.insert(argv.end(),
+                {"--ca-cert", ca_cert_path_, "--join-token", join_token_});
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  workers_.push_back(std::make_unique<Process>(argv, dir_ + "/" + name + ".log"));
+  return *workers_.back();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> LocalCluster::Credentials(
+    const std::string& token) const {
+  if (options_.insecure) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = ReadFile(ca_cert_path_);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::SslCredentials(tls);
+  if (token.empty()) return credentials;
+  return grpc::CompositeChannelCredentials(
+      credentials, grpc::AccessTokenCredentials(token));
+}
+
+std::vector<std::string> LocalCluster::CliFlags(const std::string& token) const {
+  if (options_.insecure) return {"--coordinator", address_, "--insecure"};
+  return {"--coordinator", address_, "--ca-cert", ca_cert_path_, "--token",
+          token};
 }
 
 bool LocalCluster::StartCoordinator(const std::string& listen) {
@@ -131,9 +164,22 @@ bool LocalCluster::StartCoordinator(const std::string& listen) {
     return false;
   }
   address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  if (!options_.insecure) {
+    // Made by the coordinator's first start (before it wrote its port).
+    ca_cert_path_ = options_.state_dir + "/tls/ca.crt";
+    auto trimmed = [](std::string text) {
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      return text;
+    };
+    admin_token_ = trimmed(ReadFile(options_.state_dir + "/auth/admin.token"));
+    join_token_ = trimmed(ReadFile(options_.state_dir + "/auth/join.token"));
+    if (admin_token_.empty() || join_token_.empty()) {
+      ADD_FAILURE() << "the coordinator made no tokens in " << options_.state_dir;
+    }
+  }
   // A fresh channel: the old one may be in reconnect backoff.
   stub_ = v1::Jobs::NewStub(
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address_, Credentials(admin_token_)));
   return true;
 }
 
@@ -192,8 +238,8 @@ LocalCluster::~LocalCluster() {
 
 CliResult LocalCluster::Cli(const std::vector<std::string>& args,
                             std::chrono::seconds timeout) {
-  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
-                                "--coordinator", address_};
+  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
+  for (std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
   argv.insert(argv.end(), args.begin(), args.end());
   static int counter = 0;
   const std::string log = dir_ + "/cli-" + std::to_string(++counter) + ".out";
@@ -206,8 +252,8 @@ CliResult LocalCluster::Cli(const std::vector<std::string>& args,
 
 std::unique_ptr<Process> LocalCluster::CliInBackground(
     const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
-                                "--coordinator", address_};
+  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
+  for (std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
   argv.insert(argv.end(), args.begin(), args.end());
   return std::make_unique<Process>(argv, log_path);
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/security/credentials.h>
+
 #include "trainctl/v1/jobs.grpc.pb.h"
 
 namespace trainctl::testing {
@@ -43,6 +45,10 @@ struct ClusterOptions {
   std::string state_dir;
   // Appended to the coordinator's command line on every start.
   std::vector<std::string> coordinator_flags;
+  // Plaintext and no authentication (--insecure on every program). Without
+  // it the cluster runs as deployed: TLS, workers joining with the join
+  // token, and the CLI and stubs using the admin token.
+  bool insecure = false;
 };
 
 class LocalCluster {
@@ -66,6 +72,21 @@ class LocalCluster {
   bool RestartCoordinator();
 
   const std::string& address() const { return address_; }
+  // The cluster CA and tokens the coordinator made (empty when insecure).
+  const std::string& ca_cert_path() const { return ca_cert_path_; }
+  const std::string& admin_token() const { return admin_token_; }
+  const std::string& join_token() const { return join_token_; }
+  // Channel credentials for this cluster: TLS with `token` (none when
+  // empty), or plaintext when insecure.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials(
+      const std::string& token) const;
+  // The flags that make the trainctl CLI reach this cluster as `token`.
+  std::vector<std::string> CliFlags(const std::string& token) const;
+  // Starts one more worker named `name` with `extra` flags (e.g. without a
+  // join token); its log is <name>.log. Does not wait for registration.
+  Process& StartWorker(const std::string& name, int slots, int cpus,
+                       const std::vector<std::string>& extra = {},
+                       bool with_credentials = true);
   const std::string& dir() const { return dir_; }
   v1::Jobs::Stub& jobs() { return *stub_; }
 
@@ -101,6 +122,7 @@ class LocalCluster {
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> workers_;
   std::unique_ptr<v1::Jobs::Stub> stub_;
+  std::string ca_cert_path_, admin_token_, join_token_;
 };
 
 // PIDs of live processes whose command line contains every one of `parts`.

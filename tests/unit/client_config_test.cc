@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <fstream>
 
 #include "client/config.h"
+#include "client/login_command.h"
 
 namespace trainctl::client {
 namespace {
@@ -91,6 +93,85 @@ TEST(ResolveSettingsTest, BadOutputVariableIsAnErrorUnlessAFlagOverrides) {
   EXPECT_THAT(std::string(s.status().message()),
               HasSubstr("TRAINCTL_OUTPUT must be table or json, not 'xml'"));
   EXPECT_TRUE(ResolveSettings("", "json", env, ConfigFile{}).ok());
+}
+
+
+TEST(SecuritySettingsTest, TokenCaAndInsecureFollowThePrecedence) {
+  absl::StatusOr<ConfigFile> file = ParseConfigFile(
+      "token: tcu_file\nca_cert: /file/ca.crt\ninsecure: false\n", "/c.yaml");
+  ASSERT_TRUE(file.ok()) << file.status();
+  Settings s = *ResolveSettings("", "", {}, *file);
+  EXPECT_EQ(s.token, "tcu_file");
+  EXPECT_EQ(s.ca_cert, "/file/ca.crt");
+  EXPECT_FALSE(s.insecure);
+  s = *ResolveSettings("", "", {{"TRAINCTL_TOKEN", "tcu_env"},
+                                {"TRAINCTL_INSECURE", "true"}}, *file);
+  EXPECT_EQ(s.token, "tcu_env");
+  EXPECT_TRUE(s.insecure);
+  SecurityFlags flags;
+  flags.token = "tcu_flag";
+  flags.ca_cert = "/flag/ca.crt";
+  s = *ResolveSettings("", "", {{"TRAINCTL_TOKEN", "tcu_env"}}, *file, flags);
+  EXPECT_EQ(s.token, "tcu_flag");
+  EXPECT_EQ(s.ca_cert, "/flag/ca.crt");
+  absl::StatusOr<Settings> bad =
+      ResolveSettings("", "", {{"TRAINCTL_INSECURE", "maybe"}}, *file);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("TRAINCTL_INSECURE"));
+  EXPECT_THAT(std::string(ParseConfigFile("insecure: sometimes\n", "/c.yaml")
+                              .status()
+                              .message()),
+              HasSubstr("key 'insecure' must be true or false"));
+}
+
+TEST(SecuritySettingsTest, SetConfigValuesKeepsOtherKeysAndIsPrivate) {
+  const std::string dir =
+      ::testing::TempDir() + "/login" + std::to_string(getpid());
+  const std::string path = dir + "/trainctl/config.yaml";
+  std::filesystem::create_directories(dir + "/trainctl");
+  std::ofstream(path) << "output: json\n";
+  chmod(path.c_str(), 0644);
+  ASSERT_TRUE(SetConfigValues(path, {{"token", "tcu_x"}, {"coordinator", "h:1"}})
+                  .ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  absl::StatusOr<ConfigFile> c = LoadConfigFile(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output.value_or(""), "json");
+  EXPECT_EQ(c->token.value_or(""), "tcu_x");
+  EXPECT_EQ(c->coordinator.value_or(""), "h:1");
+  // A broken file is not overwritten.
+  std::ofstream(path) << "outptu: json\n";
+  EXPECT_FALSE(SetConfigValues(path, {{"token", "t"}}).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SecuritySettingsTest, ResolveSecurityReadsTheCaAndFallsBackToTheLocalCoordinator) {
+  const std::string dir =
+      ::testing::TempDir() + "/sec" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/ca.crt") << "PEM";
+  std::ofstream(dir + "/admin.token") << "tcu_local\n";
+  const LocalCoordinatorFiles local{dir + "/ca.crt", dir + "/admin.token"};
+  Settings settings;
+  absl::StatusOr<ClientSecurity> sec = ResolveSecurity(settings, local);
+  ASSERT_TRUE(sec.ok());
+  EXPECT_FALSE(sec->insecure);
+  EXPECT_EQ(sec->ca_pem, "PEM");
+  EXPECT_EQ(sec->token, "tcu_local");
+  // An explicit CA means another cluster: the local admin token is not sent.
+  settings.ca_cert = dir + "/ca.crt";
+  sec = ResolveSecurity(settings, local);
+  EXPECT_EQ(sec->token, "");
+  settings.ca_cert = dir + "/missing.crt";
+  sec = ResolveSecurity(settings, local);
+  EXPECT_THAT(std::string(sec.status().message()), HasSubstr("missing.crt"));
+  settings.insecure = true;
+  sec = ResolveSecurity(settings, local);
+  ASSERT_TRUE(sec.ok());
+  EXPECT_TRUE(sec->insecure);
+  EXPECT_EQ(sec->token, "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ class RendezvousStoreTest : public ::testing::Test {
   c10::intrusive_ptr<RendezvousStore> Store(int generation,
                                             milliseconds timeout) {
     return c10::make_intrusive<RendezvousStore>(
-        v1::Rendezvous::NewStub(channel_), "job-1", generation, timeout);
+        v1::Rendezvous::NewStub(channel_), "job-1", generation,
+        server_->authenticator().RendezvousKey("job-1", generation), timeout);
   }
 
   static std::vector<uint8_t> Bytes(const std::string& s) {

@@ -42,8 +42,10 @@ int64_t NowMs() {
 
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
-      channel_(grpc::CreateChannel(options_.coordinator,
-                                   grpc::InsecureChannelCredentials())) {}
+      channel_(grpc::CreateChannel(
+          options_.coordinator, options_.credentials != nullptr
+                                    ? options_.credentials
+                                    : grpc::InsecureChannelCredentials())) {}
 
 Agent::~Agent() { Stop(); }
 
@@ -251,6 +253,8 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   *request.mutable_spec() = a.spec();
   *request.mutable_resume() = a.resume();
   request.set_threads(threads);
+  request.set_rendezvous_key(a.rendezvous_key());
+  request.set_ca_pem(options_.ca_pem);
   const std::string stdin_bytes = EncodeFrame(request);
 
   auto log_line = [this, id](const std::string& stream,

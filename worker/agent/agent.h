@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
 
 #include "trainctl/v1/workers.grpc.pb.h"
 #include "worker/agent/rank_process.h"
@@ -32,6 +33,9 @@ struct AgentOptions {
   // process start-up (about a second for LibTorch's dependencies).
   bool standby_ranks = true;
   int max_buffered_messages = 100'000;
+  // How to reach the coordinator (worker_credentials.h); null = plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string ca_pem;  // passed to the ranks; empty = plaintext
 };
 
 // The node agent. Keeps one stream to the coordinator (reconnecting with

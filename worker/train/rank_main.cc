@@ -104,11 +104,21 @@ torch::Device PickDevice(const v1::JobSpec& spec, int local_rank) {
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
-    const RankArgs& args, const torch::Device& device) {
-  auto channel = grpc::CreateChannel(args.coordinator,
-                                     grpc::InsecureChannelCredentials());
+    const RankArgs& args, const v1::RankLaunch& launch,
+    const torch::Device& device) {
+  // TLS verified against the cluster CA the agent passed on; the rank has
+  // no certificate of its own, its generation's key admits it.
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!launch.ca_pem().empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = launch.ca_pem();
+    credentials = grpc::SslCredentials(tls);
+  }
+  auto channel = grpc::CreateChannel(args.coordinator, credentials);
   auto store = c10::make_intrusive<RendezvousStore>(
       v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
+      launch.rendezvous_key(),
       std::chrono::milliseconds(args.rendezvous_timeout_ms));
 #ifdef TRAINCTL_WITH_CUDA
   if (device.is_cuda()) {
@@ -207,7 +217,7 @@ int RunRank(const v1::RankLaunch& launch) {
   };
   try {
     ctx.device = PickDevice(spec, local_rank);
-    if (args.world_size > 1) ctx.group = JoinGroup(args, ctx.device);
+    if (args.world_size > 1) ctx.group = JoinGroup(args, launch, ctx.device);
     ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {
     std::cerr << "rank " << args.rank << ": could not join the process group: "

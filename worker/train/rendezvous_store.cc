@@ -25,8 +25,8 @@ void Check(const grpc::Status& status, const char* op, const std::string& key) {
 
 RendezvousStore::RendezvousStore(
     std::shared_ptr<v1::Rendezvous::StubInterface> stub, std::string job_id,
-    int generation, std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), stub_(std::move(stub)) {
+    int generation, std::string key, std::chrono::milliseconds timeout)
+    : c10d::Store(timeout), key_(std::move(key)), stub_(std::move(stub)) {
   scope_.set_job_id(std::move(job_id));
   scope_.set_generation(generation);
 }
@@ -38,6 +38,7 @@ std::unique_ptr<grpc::ClientContext> RendezvousStore::Context(
                     std::chrono::milliseconds(wait_ms + kRpcSlackMs));
   // Ranks often start before the coordinator answers; wait for the channel.
   ctx->set_wait_for_ready(true);
+  ctx->AddMetadata("x-trainctl-rendezvous-key", key_);
   return ctx;
 }
 

@@ -10,13 +10,14 @@
 namespace trainctl::train {
 
 // c10d::Store backed by the coordinator's Rendezvous service, scoped to one
-// job generation. c10d expects a failing store call to throw, so failures
+// job generation; every call carries the generation's rendezvous key (the
+// coordinator refuses calls without it). c10d expects a failing store call to throw, so failures
 // become c10::Error with the coordinator's message; the rank process turns
 // them into a job failure at its boundary. Thread-safe (gRPC stubs are).
 class RendezvousStore : public c10d::Store {
  public:
   RendezvousStore(std::shared_ptr<v1::Rendezvous::StubInterface> stub,
-                  std::string job_id, int generation,
+                  std::string job_id, int generation, std::string key,
                   std::chrono::milliseconds timeout);
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
@@ -36,6 +37,7 @@ class RendezvousStore : public c10d::Store {
   // A client context whose deadline covers a server-side wait of wait_ms.
   std::unique_ptr<grpc::ClientContext> Context(int64_t wait_ms) const;
   v1::Scope scope_;
+  const std::string key_;
   std::shared_ptr<v1::Rendezvous::StubInterface> stub_;
 };
 

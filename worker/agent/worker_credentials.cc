@@ -1,0 +1,168 @@
+#include "worker/agent/worker_credentials.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+
+#include <grpcpp/create_channel.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/status_macros.h"
+#include "trainctl/v1/workers.grpc.pb.h"
+
+namespace trainctl::agent {
+namespace {
+
+// A kept certificate this close to expiry is replaced by joining again.
+constexpr int64_t kRenewBeforeS = 30 * 86400;
+
+absl::StatusOr<std::string> ReadFlagFile(const char* flag,
+                                         const std::string& path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": ", text.status().message()));
+  }
+  return text;
+}
+
+// OK when cert/key are a pair for `name`, issued by the CA and not expiring.
+absl::Status CheckCertificate(const std::string& cert, const std::string& key,
+                              const std::string& ca, const std::string& name) {
+  RETURN_IF_ERROR(pki::VerifyKeyMatches(cert, key));
+  RETURN_IF_ERROR(pki::VerifyIssuedBy(cert, ca));
+  ASSIGN_OR_RETURN(pki::CertificateInfo info, pki::ReadCertificate(cert));
+  if (info.common_name != name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the certificate is for '", info.common_name, "', not --name '", name,
+        "'"));
+  }
+  if (info.not_after_unix - int64_t(std::time(nullptr)) < kRenewBeforeS) {
+    return absl::FailedPreconditionError("the certificate expires within 30 days");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WritePrivate(const std::string& path, const std::string& text) {
+  mode_t old = umask(077);
+  absl::Status s = WriteFileAtomically(path, text);
+  umask(old);
+  return s;
+}
+
+// Trades the join token for a certificate over server-only TLS.
+absl::StatusOr<std::string> Join(const WorkerTlsOptions& options,
+                                 const std::string& coordinator,
+                                 const std::string& name,
+                                 const std::string& ca,
+                                 const std::string& key) {
+  ASSIGN_OR_RETURN(std::string csr, pki::NewCertificateRequest(key, name));
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = ca;
+  auto stub = v1::Workers::NewStub(
+      grpc::CreateChannel(coordinator, grpc::SslCredentials(tls)));
+  v1::JoinRequest request;
+  request.set_join_token(options.join_token);
+  request.set_name(name);
+  request.set_csr_pem(csr);
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(options.join_wait_ms);
+  int64_t backoff_ms = 200;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::JoinResponse response;
+    grpc::Status s = stub->Join(&ctx, request, &response);
+    if (s.ok()) return response.cert_pem();
+    const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retry || std::chrono::steady_clock::now() > give_up) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("joining the cluster at ", coordinator,
+                                       ": ", s.error_message()));
+    }
+    TLOG_WARNING << "joining " << coordinator << ": " << s.error_message()
+                 << "; retrying in " << backoff_ms << " ms";
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min<int64_t>(backoff_ms * 2, 5'000);
+  }
+}
+
+}  // namespace
+
+std::string DefaultWorkerStateDir() {
+  const char* xdg = getenv("XDG_STATE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/trainctl-worker");
+  const char* home = getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : ".",
+                      "/.local/state/trainctl-worker");
+}
+
+absl::StatusOr<WorkerCredentials> ObtainCredentials(
+    const WorkerTlsOptions& options, const std::string& coordinator,
+    const std::string& name) {
+  WorkerCredentials out;
+  if (options.insecure) {
+    TLOG_WARNING << "--insecure: talking to " << coordinator
+                 << " in plaintext without a certificate";
+    out.channel = grpc::InsecureChannelCredentials();
+    return out;
+  }
+  if (options.ca_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--ca-cert: required (the coordinator's tls/ca.crt), unless the "
+        "coordinator runs --insecure and so does this worker");
+  }
+  ASSIGN_OR_RETURN(out.ca_pem, ReadFlagFile("--ca-cert", options.ca_cert_file));
+  std::string cert, key;
+  if (!options.cert_file.empty() || !options.key_file.empty()) {
+    if (options.cert_file.empty() || options.key_file.empty()) {
+      return absl::InvalidArgumentError("--cert and --key go together");
+    }
+    ASSIGN_OR_RETURN(cert, ReadFlagFile("--cert", options.cert_file));
+    ASSIGN_OR_RETURN(key, ReadFlagFile("--key", options.key_file));
+    if (absl::Status s = CheckCertificate(cert, key, out.ca_pem, name); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cert ", options.cert_file, ": ", s.message()));
+    }
+  } else {
+    const std::string cert_path = options.state_dir + "/worker.crt";
+    const std::string key_path = options.state_dir + "/worker.key";
+    absl::StatusOr<std::string> kept_cert = ReadWholeFile(cert_path);
+    absl::StatusOr<std::string> kept_key = ReadWholeFile(key_path);
+    absl::Status usable =
+        kept_cert.ok() && kept_key.ok()
+            ? CheckCertificate(*kept_cert, *kept_key, out.ca_pem, name)
+            : absl::NotFoundError("no certificate kept yet");
+    if (usable.ok()) {
+      cert = *kept_cert;
+      key = *kept_key;
+    } else if (options.join_token.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no usable certificate in ", options.state_dir, " (",
+          usable.message(), "): pass --join-token (the coordinator's "
+          "auth/join.token) to obtain one, or --cert/--key"));
+    } else {
+      ASSIGN_OR_RETURN(key, pki::NewPrivateKey());
+      ASSIGN_OR_RETURN(cert, Join(options, coordinator, name, out.ca_pem, key));
+      RETURN_IF_ERROR(MakeDirs(options.state_dir));
+      chmod(options.state_dir.c_str(), 0700);
+      RETURN_IF_ERROR(WritePrivate(key_path, key));
+      RETURN_IF_ERROR(WritePrivate(cert_path, cert));
+      TLOG_INFO << "joined the cluster; certificate kept in " << cert_path;
+    }
+  }
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = out.ca_pem;
+  tls.pem_private_key = key;
+  tls.pem_cert_chain = cert;
+  out.channel = grpc::SslCredentials(tls);
+  return out;
+}
+
+}  // namespace trainctl::agent
