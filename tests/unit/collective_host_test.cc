@@ -28,8 +28,8 @@ std::set<std::string> InterfaceAddresses() {
     const int family = i->ifa_addr->sa_family;
     if (family != AF_INET && family != AF_INET6) continue;
     char text[NI_MAXHOST] = {};
-    const socklen_t len = family == AF_INET ? sizeof(sockaddr_in)
-                                            : sizeof(sockaddr_in6);
+    const socklen_t len =
+        family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     if (getnameinfo(i->ifa_addr, len, text, sizeof(text), nullptr, 0,
                     NI_NUMERICHOST) == 0) {
       out.insert(text);
@@ -67,8 +67,8 @@ TEST(CollectiveHostTest, RemoteCoordinatorGivesTheAddressOfTheRouteToIt) {
 }
 
 TEST(CollectiveHostTest, MalformedCoordinatorIsNamed) {
-  for (const char* coordinator : {"head", "head:", "head:http", "head:70000",
-                                  ":7070", "head:0"}) {
+  for (const char* coordinator :
+       {"head", "head:", "head:http", "head:70000", ":7070", "head:0"}) {
     absl::StatusOr<std::string> host = DefaultCollectiveHost(coordinator);
     ASSERT_FALSE(host.ok()) << coordinator;
     EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument);
@@ -79,12 +79,12 @@ TEST(CollectiveHostTest, MalformedCoordinatorIsNamed) {
 }
 
 TEST(CollectiveHostTest, LoopbackHosts) {
-  for (const char* host : {"localhost", "127.0.0.1", "127.0.1.1", "::1",
-                           "[::1]"}) {
+  for (const char* host :
+       {"localhost", "127.0.0.1", "127.0.1.1", "::1", "[::1]"}) {
     EXPECT_TRUE(IsLoopbackHost(host)) << host;
   }
-  for (const char* host : {"10.231.0.11", "node-a", "fd00::1", "1270.0.0.1",
-                           ""}) {
+  for (const char* host :
+       {"10.231.0.11", "node-a", "fd00::1", "1270.0.0.1", ""}) {
     EXPECT_FALSE(IsLoopbackHost(host)) << host;
   }
 }

@@ -71,16 +71,16 @@ absl::StatusOr<std::string> DefaultCollectiveHost(
   addrinfo* found = nullptr;
   if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
       rc != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot resolve the coordinator address ", coordinator, ": ",
-        gai_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve the coordinator address ", coordinator,
+                     ": ", gai_strerror(rc)));
   }
   // connect() on a UDP socket only asks the routing table for the source
   // address; no packet leaves.
   std::string local, last_error = "no address";
   for (addrinfo* a = found; a != nullptr && local.empty(); a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
-                          a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       last_error = strerror(errno);
       continue;
@@ -91,9 +91,9 @@ absl::StatusOr<std::string> DefaultCollectiveHost(
     if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&self), &self_len) != 0) {
       last_error = strerror(errno);
-    } else if (int rc = getnameinfo(reinterpret_cast<sockaddr*>(&self),
-                                    self_len, text, sizeof(text), nullptr, 0,
-                                    NI_NUMERICHOST);
+    } else if (int rc =
+                   getnameinfo(reinterpret_cast<sockaddr*>(&self), self_len,
+                               text, sizeof(text), nullptr, 0, NI_NUMERICHOST);
                rc != 0) {
       last_error = gai_strerror(rc);
     } else {
@@ -103,9 +103,9 @@ absl::StatusOr<std::string> DefaultCollectiveHost(
   }
   freeaddrinfo(found);
   if (local.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "no route from this node to the coordinator at ", coordinator, ": ",
-        last_error));
+    return absl::UnavailableError(
+        absl::StrCat("no route from this node to the coordinator at ",
+                     coordinator, ": ", last_error));
   }
   return local;
 }

@@ -16,7 +16,8 @@ namespace trainctl::agent {
 // sends nothing. Errors (InvalidArgument for a malformed address,
 // Unavailable when it does not resolve or has no route) name the address.
 // Thread-safe; may block on name resolution.
-absl::StatusOr<std::string> DefaultCollectiveHost(const std::string& coordinator);
+absl::StatusOr<std::string> DefaultCollectiveHost(
+    const std::string& coordinator);
 
 // Whether `host` is a loopback name or address ("localhost", 127.x.y.z,
 // ::1, bracketed or not), without resolving it.
