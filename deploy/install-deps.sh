@@ -22,8 +22,9 @@ packages=(
   # TorchScript export example and the DDP peer of the benchmarks.
   fortunes python3-torch
   # The deploy tests (tests/deploy, label deploy): YAML and the gRPC health
-  # check from Python, the Slurm script's lint, systemd-analyze for the units.
-  python3-yaml python3-grpcio shellcheck systemd
+  # check from Python, the Slurm script's lint, systemd-analyze for the units,
+  # `ip netns` for the network-namespace test.
+  python3-yaml python3-grpcio shellcheck systemd iproute2
   # The coordinator's HTTP port tests: /metrics parsed by the Prometheus
   # client's own parser, and the dashboard rendered by headless Chromium.
   python3-prometheus-client chromium

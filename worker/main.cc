@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/collective_host.h"
 #include "worker/agent/worker_credentials.h"
 #include "worker/train/rank_main.h"
 
@@ -65,12 +66,6 @@ std::string SelfPath() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "trainctl-worker";
 }
 
-bool IsLoopback(const std::string& address) {
-  const std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || host.rfind("127.", 0) == 0 ||
-         host == "[::1]";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,8 +95,10 @@ int main(int argc, char** argv) {
                  "gets cpus/slots intra-op threads unless the spec says")
       ->check(CLI::Range(0, 4096));
   app.add_option("--collective-host", options.collective_host,
-                 "address other ranks reach this node's ranks at (default: "
-                 "127.0.0.1 for a loopback coordinator, else the hostname)");
+                 "address other ranks reach this node's ranks at; it must be "
+                 "an address of this node, ranks bind it (default: the local "
+                 "address this node reaches the coordinator from; 127.0.0.1 "
+                 "for a loopback coordinator)");
   app.add_option("--kill-grace-ms", options.kill_grace_ms,
                  "after SIGTERM, wait this long before SIGKILL")
       ->capture_default_str();
@@ -136,9 +133,22 @@ int main(int argc, char** argv) {
   options.credentials = credentials->channel;
   options.ca_pem = credentials->ca_pem;
   if (options.collective_host.empty()) {
-    options.collective_host =
-        IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();
+    absl::StatusOr<std::string> local =
+        trainctl::agent::DefaultCollectiveHost(options.coordinator);
+    if (local.ok()) {
+      options.collective_host = *local;
+    } else {
+      options.collective_host = Hostname();
+      TLOG_WARNING << local.status().message() << "; ranks advertise the "
+                   << "hostname " << options.collective_host
+                   << " for collectives instead (set --collective-host)";
+    }
   }
+  const std::string warning = trainctl::agent::CollectiveHostWarning(
+      options.collective_host, options.coordinator);
+  if (!warning.empty()) TLOG_WARNING << warning;
+  TLOG_INFO << "ranks bind and advertise " << options.collective_host
+            << " for collectives";
   options.rank_program = SelfPath();
 
   sigset_t stop_signals;
