@@ -23,6 +23,7 @@ namespace {
 // Specs and log batches are small; this bounds what one bad client can make
 // the coordinator buffer.
 constexpr int kMaxMessageBytes = 16 << 20;
+constexpr int kHandshakeTimeoutMs = 10'000;
 
 // The host part of "HOST:PORT" / "[V6]:PORT", for the server certificate.
 std::string ListenHost(const std::string& listen) {
@@ -181,6 +182,10 @@ absl::StatusOr<int> CoordinatorServer::Start() {
   }
   builder.AddListeningPort(options_.listen, credentials, &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // A connection that has not finished its TLS and HTTP/2 handshake by then
+  // is closed, so half-open clients cost an fd for seconds, not minutes.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             kHandshakeTimeoutMs);
   builder.RegisterService(&jobs_service_);
   builder.RegisterService(&workers_service_);
   builder.RegisterService(&rendezvous_service_);

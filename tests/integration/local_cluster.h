@@ -72,6 +72,7 @@ class LocalCluster {
   bool RestartCoordinator();
 
   const std::string& address() const { return address_; }
+  pid_t coordinator_pid() const { return coordinator_ ? coordinator_->pid() : -1; }
   // The cluster CA and tokens the coordinator made (empty when insecure).
   const std::string& ca_cert_path() const { return ca_cert_path_; }
   const std::string& admin_token() const { return admin_token_; }
