@@ -9,6 +9,8 @@ packages=(
   libtorch-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev
+  # HTTPS on the coordinator's HTTP port (OpenSSL 3).
+  libssl-dev
   libgtest-dev libgmock-dev
   # The spec fuzzer (tests/fuzz, the spec_fuzz test): libFuzzer is clang's.
   clang libclang-rt-14-dev
