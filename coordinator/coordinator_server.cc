@@ -20,6 +20,13 @@ namespace {
 // the coordinator buffer.
 constexpr int kMaxMessageBytes = 16 << 20;
 
+http::HttpServerOptions HttpOptions(const CoordinatorOptions& options) {
+  http::HttpServerOptions http;
+  http.tls_cert_file = options.tls_cert_file;
+  http.tls_key_file = options.tls_key_file;
+  return http;
+}
+
 }  // namespace
 
 std::string DefaultStateDir() {
@@ -74,10 +81,13 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
       jobs_service_(jobs_, events_, stopping_),
       workers_service_(jobs_),
       rendezvous_service_(rendezvous_),
-      http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_),
-      http_server_([this](const http::HttpRequest& request) {
-        return http_routes_.Handle(request);
-      }) {}
+      http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_,
+                   options_.bearer_check),
+      http_server_(
+          [this](const http::HttpRequest& request) {
+            return http_routes_.Handle(request);
+          },
+          HttpOptions(options_)) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
@@ -125,7 +135,10 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       return http_port.status();
     }
     http_port_ = *http_port;
-    TLOG_INFO << "HTTP (/metrics, /healthz, dashboard) on port " << http_port_;
+    TLOG_INFO << (options_.tls_cert_file.empty() ? "HTTP" : "HTTPS")
+              << " (/metrics, /healthz, dashboard) on port " << http_port_
+              << (options_.bearer_check ? ", bearer tokens required"
+                                        : ", no authentication");
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;

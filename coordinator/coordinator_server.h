@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "coordinator/auth/caller.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/http/http_routes.h"
 #include "coordinator/http/http_server.h"
@@ -33,6 +34,14 @@ struct CoordinatorOptions {
   // HOST:PORT of the HTTP port (/metrics, /healthz, the dashboard); empty
   // serves none. Port 0 picks a free port.
   std::string http_listen;
+  // The server's PEM certificate chain and private key. With both, the HTTP
+  // port serves HTTPS only (TLS 1.2+); empty (the default): plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Resolves bearer tokens to people. Set: the HTTP port's /metrics and
+  // /api/ need a person's token and users see only their own jobs. Null
+  // (the default, and --insecure): no authentication, everyone is an admin.
+  auth::BearerCheck bearer_check;
 };
 
 // $XDG_STATE_HOME/trainctl, else $HOME/.local/state/trainctl.
