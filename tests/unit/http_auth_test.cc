@@ -9,61 +9,15 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/match.h"
 #include "coordinator/http/http_routes.h"
 #include "coordinator/http/rpc_stats.h"
-#include "job_manager_fixture.h"
+#include "owned_jobs_fixture.h"
 
 namespace trainctl::coordinator::http {
 namespace {
 
-using auth::Caller;
-
-// The token store's stand-in: a fixed table of tokens.
-absl::StatusOr<Caller> FakeBearerCheck(absl::string_view authorization) {
-  static const auto* const kTokens = new std::map<std::string, Caller>{
-      {"alice-token", {"alice", Caller::Role::kUser}},
-      {"bob-token", {"bob", Caller::Role::kUser}},
-      {"root-token", {"root", Caller::Role::kAdmin}},
-      {"worker-token", {"w1", Caller::Role::kWorker}}};
-  if (!absl::StartsWith(authorization, "Bearer ")) {
-    return absl::UnauthenticatedError("expected \"Bearer TOKEN\"");
-  }
-  auto it = kTokens->find(std::string(authorization.substr(7)));
-  if (it == kTokens->end()) return absl::UnauthenticatedError("unknown token");
-  return it->second;
-}
-
-class HttpAuthTest : public ::testing::Test {
+class HttpAuthTest : public OwnedJobsTest {
  protected:
-  // job-1 belongs to alice, job-2 to bob, each one rank. They are submitted
-  // through one JobManager, given owners in the store, and recovered by the
-  // one under test: the way owned jobs come back after a restart.
-  void SetUp() override {
-    {
-      EventHub events;
-      Rendezvous rendezvous;
-      JobManager submitter(clock_, events, rendezvous, store_, 5'000, 1'000);
-      ASSERT_TRUE(submitter.Submit(Spec(1), false).ok());
-      ASSERT_TRUE(submitter.Submit(Spec(1), false).ok());
-      ASSERT_TRUE(submitter.Flush().ok());
-    }
-    absl::StatusOr<StoredState> stored = store_.LoadAll();
-    ASSERT_TRUE(stored.ok()) << stored.status();
-    ASSERT_EQ(stored->jobs.size(), 2u);
-    for (StoredJob& s : stored->jobs) {
-      s.job.set_owner(s.job.id() == "job-1" ? "alice" : "bob");
-      ASSERT_TRUE(store_.PutJob(s.job).ok());
-    }
-    ASSERT_TRUE(jobs_.Recover().ok());
-    // One worker runs both: "running" lists job-1/0 and job-2/0.
-    v1::RegisterRequest reg;
-    reg.set_name("w1");
-    reg.set_slots(2);
-    reg.set_collective_host("127.0.0.1");
-    ASSERT_TRUE(jobs_.RegisterWorker(reg, link_).ok());
-  }
-
   HttpResponse Get(const std::string& path, const std::string& token,
                    std::map<std::string, std::string> query = {}) {
     HttpRequest r;
@@ -81,12 +35,6 @@ class HttpAuthTest : public ::testing::Test {
     return "<none>";
   }
 
-  FakeClock clock_;
-  EventHub events_;
-  Rendezvous rendezvous_;
-  InMemoryJobStore store_;
-  JobManager jobs_{clock_, events_, rendezvous_, store_, 5'000, 1'000};
-  std::shared_ptr<FakeAgentLink> link_ = std::make_shared<FakeAgentLink>();
   RpcStats rpc_stats_;
   std::atomic<bool> stopping_{false};
   HttpRoutes routes_{jobs_, events_, rpc_stats_, clock_, stopping_,
