@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/http/coordinator_metrics.h"
 #include "coordinator/http/dashboard_api.h"
@@ -67,7 +68,9 @@ int HttpStatusOf(const absl::Status& status) {
 HttpResponse AuthRefusal(const absl::Status& status, bool json,
                          bool token_sent) {
   const int code = HttpStatusOf(status);
-  const std::string reason(status.message());
+  // One line, whatever the token store said.
+  const std::string reason = absl::StrReplaceAll(
+      status.message(), {{"\r", " "}, {"\n", " "}});
   HttpResponse response = json ? Json(code, ErrorJson(reason))
                                : Text(code, reason + "\n");
   if (code == 401) {
@@ -150,6 +153,7 @@ absl::StatusOr<auth::Caller> HttpRoutes::Authenticate(
   }
   return caller;
 }
+
 HttpResponse HttpRoutes::Metrics() const {
   PrometheusText out;
   WriteClusterMetrics(jobs_.List({}), jobs_.Workers(), clock_.NowUnixMs(),
