@@ -39,6 +39,15 @@ absl::StatusOr<std::string> ReadTrimmed(const std::string& path) {
   return text;
 }
 
+// The HTTP port serves HTTPS with the gRPC port's certificate (plain HTTP
+// when insecure).
+http::HttpServerOptions HttpOptions(const Security& security) {
+  http::HttpServerOptions http;
+  http.tls_cert_file = security.server_cert_file;
+  http.tls_key_file = security.server_key_file;
+  return http;
+}
+
 }  // namespace
 
 Security Security::Insecure(std::string rendezvous_secret) {
@@ -83,6 +92,8 @@ absl::StatusOr<Security> LoadSecurity(const CoordinatorOptions& options) {
   ASSIGN_OR_RETURN(security.ca.key_pem, ReadWholeFile(files.ca_key));
   ASSIGN_OR_RETURN(security.server_cert_pem, ReadWholeFile(files.server_cert));
   ASSIGN_OR_RETURN(security.server_key_pem, ReadWholeFile(files.server_key));
+  security.server_cert_file = files.server_cert;
+  security.server_key_file = files.server_key;
   ASSIGN_OR_RETURN(std::string secret, ReadTrimmed(files.rendezvous_key));
   security.auth = std::make_unique<auth::Authenticator>(
       std::make_unique<auth::TokenStore>(files.tokens), std::move(secret));
@@ -146,10 +157,13 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
       jobs_service_(jobs_, events_, stopping_, *security_.auth),
       workers_service_(jobs_, *security_.auth, security_.ca),
       rendezvous_service_(rendezvous_, *security_.auth),
-      http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_),
-      http_server_([this](const http::HttpRequest& request) {
-        return http_routes_.Handle(request);
-      }) {}
+      http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_,
+                   security_.auth->HttpBearerCheck()),
+      http_server_(
+          [this](const http::HttpRequest& request) {
+            return http_routes_.Handle(request);
+          },
+          HttpOptions(security_)) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
@@ -218,7 +232,10 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       return http_port.status();
     }
     http_port_ = *http_port;
-    TLOG_INFO << "HTTP (/metrics, /healthz, dashboard) on port " << http_port_;
+    TLOG_INFO << (options_.tls_cert_file.empty() ? "HTTP" : "HTTPS")
+              << " (/metrics, /healthz, dashboard) on port " << http_port_
+              << (options_.bearer_check ? ", bearer tokens required"
+                                        : ", no authentication");
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;

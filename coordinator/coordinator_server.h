@@ -50,6 +50,7 @@ struct Security {
   std::unique_ptr<auth::Authenticator> auth;
   ClusterCa ca;
   std::string server_cert_pem, server_key_pem;  // empty: plaintext
+  std::string server_cert_file, server_key_file;  // the same, for HTTPS
 
   static Security Insecure(std::string rendezvous_secret = "");
 };

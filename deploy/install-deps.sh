@@ -9,7 +9,7 @@ packages=(
   libtorch-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev
-  # TLS on every port and the cluster CA (common/pki.cc).
+  # TLS on every port and the cluster CA (common/pki.cc), OpenSSL 3.
   libssl-dev
   libgtest-dev libgmock-dev
   # The spec fuzzer (tests/fuzz, the spec_fuzz test): libFuzzer is clang's.

@@ -1,9 +1,13 @@
 #include "coordinator/http/http_routes.h"
 
+#include <algorithm>
+#include <set>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/http/coordinator_metrics.h"
 #include "coordinator/http/dashboard_api.h"
@@ -51,8 +55,31 @@ int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kNotFound: return 404;
     case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kUnavailable: return 503;
     default: return 500;
   }
+}
+
+// The answer to a refused or failed authentication: JSON for the API, one
+// text line for /metrics; a 401 says how to authenticate (RFC 6750), and
+// whether the token sent was the problem.
+HttpResponse AuthRefusal(const absl::Status& status, bool json,
+                         bool token_sent) {
+  const int code = HttpStatusOf(status);
+  // One line, whatever the token store said.
+  const std::string reason = absl::StrReplaceAll(
+      status.message(), {{"\r", " "}, {"\n", " "}});
+  HttpResponse response = json ? Json(code, ErrorJson(reason))
+                               : Text(code, reason + "\n");
+  if (code == 401) {
+    response.headers.emplace_back(
+        "WWW-Authenticate",
+        token_sent ? R"(Bearer realm="trainctl", error="invalid_token")"
+                   : R"(Bearer realm="trainctl")");
+  }
+  return response;
 }
 
 // A non-negative integer query parameter, or `fallback` when absent; false
@@ -76,8 +103,18 @@ HttpResponse HttpRoutes::Handle(const HttpRequest& request) const {
     // starts after recovery, and reports 503 from the start of shutdown.
     return stopping_.load() ? Text(503, "shutting down\n") : Text(200, "ok\n");
   }
-  if (path == "/metrics") return Metrics();
-  if (absl::StartsWith(path, "/api/")) return Api(path.substr(4), request);
+  const bool api = absl::StartsWith(path, "/api/");
+  if (path == "/metrics" || api) {
+    absl::StatusOr<auth::Caller> caller = Authenticate(request);
+    if (!caller.ok()) {
+      bool token_sent = false;
+      for (const auto& header : request.headers) {
+        token_sent |= header.first == "authorization";
+      }
+      return AuthRefusal(caller.status(), api, token_sent);
+    }
+    return api ? Api(path.substr(4), request, *caller) : Metrics();
+  }
   if (path == "/" || absl::StartsWith(path, "/jobs/")) {
     return Asset("index.html");
   }
@@ -90,6 +127,33 @@ HttpResponse HttpRoutes::Handle(const HttpRequest& request) const {
   return Text(404, "Not Found\n");
 }
 
+absl::StatusOr<auth::Caller> HttpRoutes::Authenticate(
+    const HttpRequest& request) const {
+  if (!bearer_check_) return auth::Caller::Unauthenticated();
+  const std::string* authorization = nullptr;
+  for (const auto& [name, value] : request.headers) {
+    if (name != "authorization") continue;
+    if (authorization != nullptr) {
+      return absl::UnauthenticatedError(
+          "more than one Authorization header; send exactly one");
+    }
+    authorization = &value;
+  }
+  if (authorization == nullptr) {
+    return absl::UnauthenticatedError(
+        "this needs a token: send the header \"Authorization: Bearer "
+        "TOKEN\" (the dashboard takes one in its URL as #token=TOKEN)");
+  }
+  absl::StatusOr<auth::Caller> caller = bearer_check_(*authorization);
+  if (!caller.ok()) return caller.status();
+  if (!caller->IsPerson()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "\"", caller->name, "\" is not a person; use a user's or an admin's "
+        "token"));
+  }
+  return caller;
+}
+
 HttpResponse HttpRoutes::Metrics() const {
   PrometheusText out;
   WriteClusterMetrics(jobs_.List({}), jobs_.Workers(), clock_.NowUnixMs(),
@@ -99,36 +163,75 @@ HttpResponse HttpRoutes::Metrics() const {
 }
 
 HttpResponse HttpRoutes::Api(const std::string& path,
-                             const HttpRequest& request) const {
-  if (path == "/jobs") return Json(200, JobListJson(jobs_.List({})));
-  if (path == "/workers") return Json(200, WorkersJson(jobs_.Workers()));
+                             const HttpRequest& request,
+                             const auth::Caller& caller) const {
+  if (path == "/jobs") {
+    std::vector<v1::Job> jobs = jobs_.List({});
+    if (!caller.IsAdmin()) {
+      jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                                [&caller](const v1::Job& job) {
+                                  return !caller.MayTouchJobOf(job.owner());
+                                }),
+                 jobs.end());
+    }
+    return Json(200, JobListJson(jobs));
+  }
+  if (path == "/workers") return Workers(caller);
   const std::vector<std::string> parts =
       absl::StrSplit(path.substr(1), '/');  // "jobs", ID[, "events"]
   if (parts.size() >= 2 && parts.size() <= 3 && parts[0] == "jobs" &&
       !parts[1].empty()) {
-    if (parts.size() == 3) {
-      if (parts[2] == "events") return Events(parts[1], request);
-    } else {
-      absl::StatusOr<v1::Job> job = jobs_.Get(parts[1]);
-      if (!job.ok()) {
-        return Json(HttpStatusOf(job.status()),
-                    ErrorJson(std::string(job.status().message())));
-      }
-      return Json(200, JobJson(*job));
+    if (parts.size() == 3 && parts[2] != "events") {
+      return Json(404, ErrorJson("no such API path: /api" + path));
     }
+    // Unknown ids are refused before the EventHub is asked: it would keep
+    // an empty log for any id it is asked about.
+    absl::StatusOr<v1::Job> job = ReadableJob(parts[1], caller);
+    if (!job.ok()) {
+      return Json(HttpStatusOf(job.status()),
+                  ErrorJson(std::string(job.status().message())));
+    }
+    return parts.size() == 3 ? Events(parts[1], request)
+                             : Json(200, JobJson(*job));
   }
   return Json(404, ErrorJson("no such API path: /api" + path));
 }
 
+absl::StatusOr<v1::Job> HttpRoutes::ReadableJob(
+    const std::string& job_id, const auth::Caller& caller) const {
+  absl::StatusOr<v1::Job> job = jobs_.Get(job_id);
+  if (!job.ok()) return job.status();
+  if (!caller.MayTouchJobOf(job->owner())) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        job_id, " belongs to another user; only its owner or an admin may "
+        "read it"));
+  }
+  return job;
+}
+
+HttpResponse HttpRoutes::Workers(const auth::Caller& caller) const {
+  std::vector<v1::WorkerInfo> workers = jobs_.Workers();
+  if (!caller.IsAdmin()) {
+    // Everyone may see the machines; only an admin sees whose jobs run
+    // where, so "running" keeps the caller's own ranks ("job/rank").
+    std::set<std::string> own;
+    for (const v1::Job& job : jobs_.List({})) {
+      if (caller.MayTouchJobOf(job.owner())) own.insert(job.id());
+    }
+    for (v1::WorkerInfo& worker : workers) {
+      std::vector<std::string> kept;
+      for (const std::string& rank : worker.running()) {
+        if (own.count(rank.substr(0, rank.find('/'))) > 0) kept.push_back(rank);
+      }
+      worker.clear_running();
+      for (std::string& rank : kept) worker.add_running(std::move(rank));
+    }
+  }
+  return Json(200, WorkersJson(workers));
+}
+
 HttpResponse HttpRoutes::Events(const std::string& job_id,
                                 const HttpRequest& request) const {
-  // Unknown ids are refused before the EventHub is asked: it would keep an
-  // empty log for any id it is asked about.
-  absl::StatusOr<v1::Job> job = jobs_.Get(job_id);
-  if (!job.ok()) {
-    return Json(HttpStatusOf(job.status()),
-                ErrorJson(std::string(job.status().message())));
-  }
   int64_t from_seq = 0, limit = 0;
   if (!QueryInt(request, "from_seq", 1, &from_seq) ||
       !QueryInt(request, "limit", kMaxEventsPerResponse, &limit) ||

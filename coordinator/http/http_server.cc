@@ -5,6 +5,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,12 +30,22 @@ int64_t NowMs() {
 
 // Best effort, never blocks: used from the poll thread for short error
 // answers to clients that may not be reading.
-void SendNonBlocking(int fd, int status) {
+void SendErrorBestEffort(Connection& conn, int status) {
   HttpResponse response;
   response.status = status;
   response.body = absl::StrCat(ReasonPhrase(status), "\n");
-  const std::string bytes = SerializeResponse(response, false);
-  (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  conn.SendBestEffort(SerializeResponse(response, false));
+}
+
+// A client that closes early makes a write raise SIGPIPE; OpenSSL writes
+// with write(2), which has no MSG_NOSIGNAL. Blocked in the server's own
+// threads, the signal stays pending there and is dropped with the thread,
+// whatever the process does with SIGPIPE.
+void BlockSigpipeInThisThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 // Splits "host:port" / "[v6]:port"; an empty host means every interface.
@@ -66,6 +78,18 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
   if (started_) return absl::FailedPreconditionError("HTTP server started twice");
   std::string host, port;
   if (absl::Status s = SplitHostPort(listen, &host, &port); !s.ok()) return s;
+  if (options_.tls_cert_file.empty() != options_.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "HTTPS needs both a certificate chain and a private key file; got "
+        "only the " +
+        std::string(options_.tls_cert_file.empty() ? "key" : "certificate"));
+  }
+  if (!options_.tls_cert_file.empty()) {
+    absl::StatusOr<std::unique_ptr<TlsServerContext>> tls =
+        TlsServerContext::Load(options_.tls_cert_file, options_.tls_key_file);
+    if (!tls.ok()) return tls.status();
+    tls_ = *std::move(tls);
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -109,9 +133,15 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     return absl::InternalError("cannot create the HTTP server's wake pipe");
   }
   started_ = true;
-  poll_thread_ = std::thread([this] { PollLoop(); });
+  poll_thread_ = std::thread([this] {
+    BlockSigpipeInThisThread();
+    PollLoop();
+  });
   for (int i = 0; i < options_.handler_threads; ++i) {
-    handler_threads_.emplace_back([this] { HandlerLoop(); });
+    handler_threads_.emplace_back([this] {
+      BlockSigpipeInThisThread();
+      HandlerLoop();
+    });
   }
   return bound_port;
 }
@@ -127,16 +157,17 @@ void HttpServer::Shutdown() {
   (void)!write(wake_pipe_[1], "x", 1);
   poll_thread_.join();
   for (auto& t : handler_threads_) t.join();
-  for (Work& work : queue_) close(work.fd);
-  queue_.clear();
+  queue_.clear();  // closes their connections
   close(wake_pipe_[0]);
   close(wake_pipe_[1]);
 }
 
 void HttpServer::PollLoop() {
   struct Conn {
+    Connection conn;
     std::string head;
     int64_t deadline_ms = 0;
+    short events = POLLIN;  // what the handshake or the read waits for
   };
   std::map<int, Conn> conns;
   std::vector<pollfd> fds;
@@ -146,7 +177,7 @@ void HttpServer::PollLoop() {
     fds.push_back({listen_fd_, POLLIN, 0});
     int64_t next_deadline = NowMs() + 1000;
     for (const auto& [fd, conn] : conns) {
-      fds.push_back({fd, POLLIN, 0});
+      fds.push_back({fd, conn.events, 0});
       next_deadline = std::min(next_deadline, conn.deadline_ms);
     }
     const int wait_ms = static_cast<int>(
@@ -161,68 +192,79 @@ void HttpServer::PollLoop() {
         const int fd = accept4(listen_fd_, nullptr, nullptr,
                                SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;  // EAGAIN, or a client that already left
+        Connection conn(fd, tls_.get());
         if (static_cast<int>(conns.size()) >= options_.max_connections) {
-          SendNonBlocking(fd, 503);
-          close(fd);
+          SendErrorBestEffort(conn, 503);  // nothing before a TLS handshake
           continue;
         }
-        conns[fd].deadline_ms = NowMs() + options_.head_timeout_ms;
+        Conn& c = conns[fd];
+        c.conn = std::move(conn);
+        c.deadline_ms = NowMs() + options_.head_timeout_ms;
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
-      const int fd = fds[i].fd;
-      auto it = conns.find(fd);
       if (fds[i].revents == 0) continue;
-      // Read what is there, at most one byte past the limit.
-      char buf[4096];
-      bool drop = false;
-      for (;;) {
-        const size_t room = kMaxHeadBytes + 1 - it->second.head.size();
-        const ssize_t n = recv(fd, buf, std::min(sizeof(buf), room), 0);
-        if (n > 0) {
-          it->second.head.append(buf, n);
-          if (it->second.head.size() > kMaxHeadBytes) break;
-          continue;
-        }
-        // EOF or an error before a full head: nobody to answer.
-        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) drop = true;
-        break;
+      auto it = conns.find(fds[i].fd);
+      Conn& c = it->second;
+      Connection::Io io = c.conn.Handshake();
+      if (io == Connection::Io::kDone) {
+        // Read what is there (TLS may hold decrypted bytes already), at most
+        // one byte past the limit.
+        io = c.conn.ReadSome(kMaxHeadBytes + 1 - c.head.size(), &c.head);
+      } else if (io == Connection::Io::kFailed) {
+        LogHandshakeFailure(c.conn);
       }
-      const size_t end = FindHeadEnd(it->second.head);
-      if (end == std::string::npos && !drop &&
-          it->second.head.size() <= kMaxHeadBytes) {
+      c.events = io == Connection::Io::kWantWrite ? POLLOUT : POLLIN;
+      // EOF or an error before a full head: nobody to answer.
+      const bool drop =
+          io == Connection::Io::kClosed || io == Connection::Io::kFailed;
+      const size_t end = FindHeadEnd(c.head);
+      if (end == std::string::npos && !drop && c.head.size() <= kMaxHeadBytes) {
         continue;  // wait for more
       }
       Work work;
-      work.fd = fd;
       if (end != std::string::npos) {
         work.error_status = ParseRequestHead(
-            absl::string_view(it->second.head).substr(0, end), &work.request);
+            absl::string_view(c.head).substr(0, end), &work.request);
       } else if (drop) {
-        close(fd);
-        conns.erase(it);
+        conns.erase(it);  // closes it
         continue;
       } else {
         work.error_status = 431;
       }
+      work.conn = std::move(c.conn);
       conns.erase(it);
       Enqueue(std::move(work));
     }
-    // Clients too slow to send a head get a 408 and are closed.
+    // Clients too slow to finish the handshake and send a head get a 408
+    // (when TLS is up) and are closed.
     const int64_t now = NowMs();
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second.deadline_ms <= now) {
-        SendNonBlocking(it->first, 408);
-        close(it->first);
+        SendErrorBestEffort(it->second.conn, 408);
         it = conns.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (const auto& [fd, conn] : conns) close(fd);
+  conns.clear();
   close(listen_fd_);
   listen_fd_ = -1;
+}
+
+void HttpServer::LogHandshakeFailure(const Connection& conn) {
+  if (conn.plain_http_sent()) {
+    if (logged_plain_http_) return;
+    logged_plain_http_ = true;
+    TLOG_WARNING << "a client sent plain HTTP to the HTTPS port; closed it "
+                    "(use https:// URLs; further ones are not logged)";
+    return;
+  }
+  if (logged_handshake_failure_) return;
+  logged_handshake_failure_ = true;
+  TLOG_WARNING << "refused a TLS connection on the HTTPS port: "
+               << conn.error() << " (further ones are not logged)";
 }
 
 void HttpServer::Enqueue(Work work) {
@@ -234,8 +276,7 @@ void HttpServer::Enqueue(Work work) {
       return;
     }
   }
-  SendNonBlocking(work.fd, 503);
-  close(work.fd);
+  SendErrorBestEffort(work.conn, 503);
 }
 
 void HttpServer::HandlerLoop() {
@@ -271,21 +312,9 @@ void HttpServer::Serve(Work& work) {
       SerializeResponse(response, work.request.method == "HEAD");
   // Blocking writes bounded by SO_SNDTIMEO: a client that stops reading
   // holds this thread for at most write_timeout_ms per send.
-  const int flags = fcntl(work.fd, F_GETFL);
-  fcntl(work.fd, F_SETFL, flags & ~O_NONBLOCK);
-  timeval tv{};
-  tv.tv_sec = options_.write_timeout_ms / 1000;
-  tv.tv_usec = (options_.write_timeout_ms % 1000) * 1000;
-  setsockopt(work.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = send(work.fd, bytes.data() + sent, bytes.size() - sent,
-                           MSG_NOSIGNAL);
-    if (n <= 0) break;  // timeout or the client left: give up on it
-    sent += n;
-  }
-  shutdown(work.fd, SHUT_WR);
-  close(work.fd);
+  work.conn.MakeBlocking(options_.write_timeout_ms);
+  work.conn.WriteAll(bytes);  // false: the client left; nothing to do
+  work.conn.Close();
 }
 
 }  // namespace trainctl::coordinator::http

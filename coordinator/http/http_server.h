@@ -10,6 +10,11 @@
 // reach the few handler threads. Every limit is fixed: head size, header
 // count, open connections, queued requests, the time to send a head and
 // the time to write a response.
+//
+// With a certificate and key the port speaks HTTPS only (TLS 1.2 or newer):
+// the poll thread runs each TLS handshake without blocking, under the same
+// head timeout, so a client that stalls mid-handshake costs only its file
+// descriptor too; plain HTTP sent to it gets the connection closed.
 
 #include <condition_variable>
 #include <cstdint>
@@ -20,7 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "coordinator/http/http_connection.h"
 #include "coordinator/http/http_request.h"
 
 namespace trainctl::coordinator::http {
@@ -29,8 +37,13 @@ struct HttpServerOptions {
   int handler_threads = 4;
   int max_connections = 256;     // more are closed at once
   size_t max_queued = 64;        // parsed requests waiting for a handler
-  int64_t head_timeout_ms = 10'000;   // to send the whole request head
+  // To finish the TLS handshake and send the whole request head.
+  int64_t head_timeout_ms = 10'000;
   int64_t write_timeout_ms = 10'000;  // per send() of the response
+  // PEM certificate chain (the server's first) and private key; with both
+  // the port serves HTTPS only. Both empty (the default): plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Runs on a handler thread; must not throw (an exception becomes a 500).
@@ -44,7 +57,10 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds "HOST:PORT" ("[::1]:PORT" for IPv6; port 0 picks a free port),
-  // starts the threads and returns the bound port. Once only.
+  // starts the threads and returns the bound port. Once only. With TLS
+  // options, INVALID_ARGUMENT naming the file when the certificate or key
+  // cannot be used (only one of them given, unreadable, not PEM, not a
+  // pair); nothing is bound then.
   absl::StatusOr<int> Start(const std::string& listen);
   // Stops accepting, closes every open connection and joins the threads;
   // a handler already running finishes first. Idempotent.
@@ -52,7 +68,7 @@ class HttpServer {
 
  private:
   struct Work {
-    int fd = -1;
+    Connection conn;
     int error_status = 0;  // answer with this instead of calling the handler
     HttpRequest request;
   };
@@ -62,9 +78,15 @@ class HttpServer {
   void Serve(Work& work);
   // For a full queue: answers 503 from the poll thread, without blocking.
   void Enqueue(Work work);
+  // Logs a refused TLS handshake, once per kind per server: a scanner or a
+  // misconfigured client must not flood the log.
+  void LogHandshakeFailure(const Connection& conn);
 
   const HttpHandler handler_;
   const HttpServerOptions options_;
+  std::unique_ptr<TlsServerContext> tls_;  // null: plain HTTP
+  bool logged_plain_http_ = false;         // poll thread only
+  bool logged_handshake_failure_ = false;  // poll thread only
   int listen_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};
   bool started_ = false;

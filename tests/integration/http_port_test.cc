@@ -19,6 +19,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "headless_chromium.h"
 #include "http_get.h"
 #include "local_cluster.h"
 
@@ -64,6 +65,25 @@ class HttpPortTest : public ::testing::Test {
     cluster_ = std::make_unique<LocalCluster>(1, 2, 2, options);
     port_ = ReadPortFile(dir_ + "/http-port");
     ASSERT_GT(port_, 0) << "the coordinator wrote no --http-port-file";
+    // How this test reaches the port. Plain HTTP without a token while
+    // LocalCluster starts its coordinator without TLS; once it serves HTTPS
+    // with tokens, set client_.tls, client_.ca_file and client_.bearer_token
+    // from it here, and every request and page below follows.
+    client_.tls = false;
+  }
+
+  // GET on the HTTP port as this test's client.
+  HttpResult Get(const std::string& target) {
+    return HttpGet(port_, target, client_);
+  }
+
+  // The dashboard's URL for `path`: https when the port is, the token in
+  // the fragment (which the page keeps and the browser never sends).
+  std::string PageUrl(const std::string& path) const {
+    std::string url = std::string(client_.tls ? "https" : "http") +
+                      "://127.0.0.1:" + std::to_string(port_) + path;
+    if (!client_.bearer_token.empty()) url += "#token=" + client_.bearer_token;
+    return url;
   }
 
   // Chromium profiles and scrapes are kept for a failed test only.
@@ -86,7 +106,7 @@ class HttpPortTest : public ::testing::Test {
   // GET /metrics, checked by prom_check.py (the Prometheus client's parser
   // plus stricter rules); its samples.
   std::vector<Sample> Scrape() {
-    HttpResult r = HttpGet(port_, "/metrics");
+    HttpResult r = Get("/metrics");
     EXPECT_EQ(r.status, 200);
     EXPECT_NE(r.headers.find("Content-Type: text/plain; version=0.0.4"),
               std::string::npos)
@@ -127,6 +147,7 @@ class HttpPortTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<LocalCluster> cluster_;
   int port_ = 0;
+  HttpClientOptions client_;
   int scrapes_ = 0;
 };
 
@@ -141,7 +162,10 @@ std::optional<double> Value(const std::vector<Sample>& samples,
 }
 
 TEST_F(HttpPortTest, MetricsParseAndJobCountersMoveWhileAJobRuns) {
-  HttpResult health = HttpGet(port_, "/healthz");
+  // Probes need no token.
+  HttpClientOptions probe = client_;
+  probe.bearer_token.clear();
+  HttpResult health = HttpGet(port_, "/healthz", probe);
   EXPECT_EQ(health.status, 200);
   EXPECT_EQ(health.body, "ok\n");
 
@@ -209,44 +233,6 @@ TEST_F(HttpPortTest, MetricsParseAndJobCountersMoveWhileAJobRuns) {
 
 // ---- the dashboard in headless Chromium ----
 
-constexpr char kChromium[] = "/usr/bin/chromium";
-
-// Runs headless Chromium on `url` and returns the DOM after scripts ran for
-// `budget_ms` of virtual time (the page's timers and fetches included).
-// `ok` is false when Chromium did not produce a DOM.
-std::string DumpDom(const std::string& dir, const std::string& url,
-                    int budget_ms, bool* ok) {
-  static int runs = 0;
-  const std::string base = dir + "/chromium-" + std::to_string(++runs);
-  // Root (CI containers) needs --no-sandbox; a fresh profile per run keeps
-  // runs independent. stdout (the DOM) and stderr go to separate files.
-  const std::string command =
-      std::string(kChromium) +
-      " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage"
-      " --no-first-run --disable-extensions --user-data-dir=" + base +
-      "-profile --virtual-time-budget=" + std::to_string(budget_ms) +
-      " --dump-dom '" + url + "' >" + base + ".dom 2>" + base + ".err";
-  Process chromium({"/bin/sh", "-c", command}, base + ".log");
-  const int code = chromium.Wait(seconds(120));
-  const std::string dom = ReadText(base + ".dom");
-  *ok = code == 0 && dom.find("</html>") != std::string::npos;
-  if (!*ok) return "exit " + std::to_string(code) + ": " + ReadText(base + ".err");
-  return dom;
-}
-
-// The value of attribute `attr` on the element with id `id` in `dom`.
-std::string Attribute(const std::string& dom, const std::string& id,
-                      const std::string& attr) {
-  const size_t at = dom.find("id=\"" + id + "\"");
-  if (at == std::string::npos) return "<no element #" + id + ">";
-  const size_t open = dom.rfind('<', at), close = dom.find('>', at);
-  const std::string tag = dom.substr(open, close - open);
-  const size_t a = tag.find(" " + attr + "=\"");
-  if (a == std::string::npos) return "<no " + attr + " on #" + id + ">";
-  const size_t start = a + attr.size() + 3;
-  return tag.substr(start, tag.find('"', start) - start);
-}
-
 // What the chart of `key` (in `kind` metrics) must show: distinct steps
 // with a finite value, and the last step.
 std::pair<int, int64_t> Expected(const std::vector<v1::JobEvent>& events,
@@ -264,16 +250,10 @@ std::pair<int, int64_t> Expected(const std::vector<v1::JobEvent>& events,
 }
 
 TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
-  if (access(kChromium, X_OK) != 0) {
-    GTEST_SKIP() << kChromium << " is not installed (deploy/install-deps.sh "
-                 << "installs Debian's chromium)";
+  if (const std::string why = ChromiumUnusableReason(dir_); !why.empty()) {
+    GTEST_SKIP() << why;
   }
   bool ok = false;
-  const std::string probe =
-      DumpDom(dir_, "data:text/html,<p id=probe>hi</p>", 1000, &ok);
-  if (!ok || probe.find("id=\"probe\"") == std::string::npos) {
-    GTEST_SKIP() << "headless Chromium cannot run here: " << probe;
-  }
 
   const std::string id = Submit(NastySpec());
   ASSERT_FALSE(id.empty());
@@ -284,9 +264,11 @@ TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
   ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.reason();
   const std::vector<v1::JobEvent> events = cluster_->Events(id);
 
-  const std::string base = "http://127.0.0.1:" + std::to_string(port_);
-  const std::string dom = DumpDom(dir_, base + "/jobs/" + id, 10'000, &ok);
+  const std::string dom = DumpDom(dir_, PageUrl("/jobs/" + id), 10'000, &ok);
   ASSERT_TRUE(ok) << dom;
+  // Every API call was answered (with the token, where one is needed).
+  EXPECT_NE(dom.find("data-auth=\"ok\""), std::string::npos) << dom;
+  EXPECT_EQ(dom.find("id=\"token-prompt\""), std::string::npos);
   // The page caught up with the whole history and saw the final state.
   EXPECT_NE(dom.find("data-events-closed=\"true\""), std::string::npos) << dom;
   EXPECT_NE(dom.find("data-state=\"succeeded\""), std::string::npos);
@@ -325,7 +307,7 @@ TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
   EXPECT_EQ(dom.find("data-pwned"), std::string::npos);
 
   // The job list shows the job, escaped the same way.
-  const std::string list = DumpDom(dir_, base + "/", 5'000, &ok);
+  const std::string list = DumpDom(dir_, PageUrl("/"), 5'000, &ok);
   ASSERT_TRUE(ok) << list;
   EXPECT_NE(list.find("data-job=\"" + id + "\""), std::string::npos) << list;
   EXPECT_NE(list.find("data-jobs=\"1\""), std::string::npos);

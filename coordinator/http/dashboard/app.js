@@ -21,19 +21,77 @@ function el(tag, props, ...children) {
   return e;
 }
 
+// ---- the token (a coordinator with authentication) ----
+// It arrives in the URL's fragment (#token=..., which browsers never send to
+// a server) or through the prompt below, is kept in sessionStorage (this tab
+// only, gone when it closes) and goes to the API as an Authorization header.
+const TOKEN_KEY = "trainctl-token";
+
+function takeTokenFromFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const t = params.get("token");
+  if (!t) return;
+  sessionStorage.setItem(TOKEN_KEY, t);
+  // Out of the address bar and the history, where it could be seen or copied.
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + location.search + (rest ? `#${rest}` : ""));
+}
+
+function storedToken() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+// Asks for a token after a 401 (`reason` is the server's); the views keep
+// polling and use the token from their next request on.
+function showTokenPrompt(reason) {
+  document.body.dataset.auth = "needed";
+  let form = document.getElementById("token-prompt");
+  if (!form) {
+    const input = el("input", { type: "password", id: "token-input", autocomplete: "off", required: true });
+    form = el("form", { id: "token-prompt", className: "token-prompt" },
+      el("label", { htmlFor: "token-input", text: "Token" }), input,
+      el("button", { type: "submit", text: "Use token" }),
+      el("span", { id: "token-reason", className: "muted" }));
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      form.remove();
+    });
+    document.querySelector("header").after(form);
+  }
+  document.getElementById("token-reason").textContent = reason;
+}
+
+class HttpError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
 async function getJson(url) {
-  const r = await fetch(url, { cache: "no-store" });
+  const headers = {};
+  const t = storedToken();
+  if (t) headers.Authorization = `Bearer ${t}`;
+  const r = await fetch(url, { cache: "no-store", headers });
   if (!r.ok) {
     let msg = `HTTP ${r.status}`;
     try { msg = (await r.json()).error || msg; } catch (_) { /* not JSON */ }
-    throw new Error(msg);
+    throw new HttpError(r.status, msg);
   }
+  document.body.dataset.auth = "ok";
   return r.json();
+}
+
+// What a failed refresh shows: a token prompt for a 401, the reason else.
+function showFailure(e) {
+  if (e.status === 401) {
+    showTokenPrompt(e.message);
+    setConn(false, "a token is needed");
+  } else {
+    setConn(false, e.message);
+  }
 }
 
 function setConn(ok, why) {
   const c = document.getElementById("conn");
-  c.textContent = ok ? `updated ${new Date().toLocaleTimeString()}` : `coordinator unreachable: ${why}`;
+  c.textContent = ok ? `updated ${new Date().toLocaleTimeString()}` : `no data: ${why}`;
   c.classList.toggle("down", !ok);
 }
 
@@ -53,7 +111,7 @@ function listView(app) {
   const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
   app.replaceChildren(
     el("h1", { text: "Jobs" }),
-    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"]), jobsBody),
+    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"]), jobsBody),
     el("h2", { text: "Workers" }),
     el("table", { id: "workers" }, head(["Worker"], ["Host"], ["Slots free", "num"], ["Last heartbeat"], ["Running"]), workersBody));
 
@@ -67,6 +125,7 @@ function listView(app) {
         return el("tr", { dataset: { job: j.id } },
           el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(j.id)}`, text: j.id })),
           el("td", { text: (j.spec && j.spec.name) || "" }),
+          el("td", { text: j.owner || "–" }),
           el("td", {}, stateCell(j.state)),
           el("td", { className: "num", text: total > 0 ? `${step} / ${total}` : "–" }),
           el("td", { className: "num", text: fmt(num(v.loss)) }),
@@ -83,7 +142,7 @@ function listView(app) {
         el("td", { text: (w.running || []).join(", ") }))));
       setConn(true);
     } catch (e) {
-      setConn(false, e.message);
+      showFailure(e);
     }
     setTimeout(refresh, LIST_POLL_MS);
   }
@@ -202,7 +261,7 @@ function jobView(app, id) {
       renderEvents();
       setConn(true);
     } catch (e) {
-      setConn(false, e.message);
+      showFailure(e);
     }
     // A finished job whose history has all arrived changes no more.
     if (!(s.final && s.closed)) setTimeout(tick, POLL_MS);
@@ -210,6 +269,7 @@ function jobView(app, id) {
   tick();
 }
 
+takeTokenFromFragment();
 const m = location.pathname.match(/^\/jobs\/([^/]+)$/);
 const app = document.getElementById("app");
 if (m) jobView(app, decodeURIComponent(m[1]));
