@@ -14,8 +14,15 @@ constexpr int64_t kWatchPollMs = 500;
 grpc::Status JobsService::SubmitJob(grpc::ServerContext*,
                                     const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
+  if (req->dry_run()) {
+    absl::StatusOr<v1::SubmitJobResponse> dry =
+        jobs_.DryRun(req->spec_text(), req->resume_from());
+    if (!dry.ok()) return ToGrpcStatus(dry.status());
+    *resp = *std::move(dry);
+    return grpc::Status::OK;
+  }
   absl::StatusOr<v1::Job> job =
-      jobs_.Submit(req->spec_text(), req->dry_run(), req->resume_from());
+      jobs_.Submit(req->spec_text(), false, req->resume_from());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp->mutable_job() = *std::move(job);
   return grpc::Status::OK;
