@@ -17,8 +17,11 @@ void LiveBlock::Erase() {
   out_ << "\r\x1b[" << block_.size() << "A\x1b[J";
 }
 
-void LiveBlock::Draw(const std::vector<std::string>& lines) {
+void LiveBlock::Draw(const std::vector<std::string>& lines,
+                     const std::vector<std::string>& above) {
+  if (above.empty() && drawn_ && lines == block_) return;
   Erase();
+  for (const std::string& line : above) out_ << line << "\n";
   for (const std::string& line : lines) out_ << line << "\n";
   block_ = lines;
   drawn_ = true;
@@ -27,10 +30,7 @@ void LiveBlock::Draw(const std::vector<std::string>& lines) {
 
 void LiveBlock::PrintAbove(const std::vector<std::string>& lines) {
   if (lines.empty()) return;
-  Erase();
-  for (const std::string& line : lines) out_ << line << "\n";
-  drawn_ = false;
-  Draw(block_);
+  Draw(std::vector<std::string>(block_), lines);
 }
 
 int TerminalWidth(int fd) {

@@ -15,9 +15,11 @@ class LiveBlock {
  public:
   explicit LiveBlock(std::ostream& out) : out_(out) {}
 
-  // Replaces the block with `lines` (each one terminal row, already cut to
-  // the width).
-  void Draw(const std::vector<std::string>& lines);
+  // Prints `above` where the block was, then the block `lines` (each one
+  // terminal row, already cut to the width) below them. Writes nothing when
+  // both are what is on screen already.
+  void Draw(const std::vector<std::string>& lines,
+            const std::vector<std::string>& above = {});
   // Prints `lines` where the block was and the block again below them.
   void PrintAbove(const std::vector<std::string>& lines);
   // Leaves the last block on screen as ordinary output.

@@ -139,7 +139,9 @@ std::vector<std::string> RankRows(const LiveModel& model, size_t max_rows) {
     if (r.state() == v1::RANK_STATE_EXITED) {
       phase = absl::StrCat("exited ", r.exit_code());
     } else if (!r.joined() && phase == "-") {
-      phase = r.state() == v1::RANK_STATE_ASSIGNED ? "assigned" : "not joined";
+      // ASSIGNED: its process has not started; RUNNING: started, not yet
+      // heard from.
+      phase = r.state() == v1::RANK_STATE_ASSIGNED ? "assigned" : "starting";
     }
     table.push_back({absl::StrCat("rank ", r.rank()), r.worker(), step, phase,
                      r.rank() == slowest ? "◀ slowest" : ""});
@@ -177,6 +179,12 @@ std::vector<std::string> ApplyEvent(LiveModel& model, const v1::JobEvent& event,
       return {RenderEventLine(event, model.job.total_steps(), ctx)};
     case v1::JobEvent::kMetric: {
       const v1::MetricPoint& m = event.metric();
+      // As the coordinator does: a metric of the running generation means
+      // its rank has joined (the next snapshot would say so a second later).
+      if (model.state == v1::JOB_STATE_RUNNING && m.rank() >= 0 &&
+          m.rank() < model.job.ranks_size()) {
+        model.job.mutable_ranks(m.rank())->set_joined(true);
+      }
       if (m.kind() == "train") {
         model.trained_this_generation = true;
         // Steps trained again after a restart start a fresh history.

@@ -24,6 +24,7 @@ class LiveWatch {
   LiveWatch(Env& env, std::string job_id, int width)
       : env_(env), job_id_(std::move(job_id)), block_(env.out) {
     options_.width = width - 1;  // never write the last column: no auto-wrap
+    model_.job.set_id(job_id_);    // until the first snapshot names the rest
   }
 
   int Run() {
@@ -61,14 +62,16 @@ class LiveWatch {
     env_.ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
     const bool was_running = model_.state == v1::JOB_STATE_RUNNING;
     std::vector<std::string> above = ApplyEvent(model_, event, env_.ctx);
-    if (!above.empty()) block_.PrintAbove(above);
     // A new generation has new ranks: ask for them now, not in a second.
     if (!was_running && model_.state == v1::JOB_STATE_RUNNING) {
       snapshot_due_ = true;
       wake_.notify_all();
     }
-    if (event.has_log() && absl::Now() - last_draw_ < kLogRedrawEvery) return;
-    RedrawLocked();
+    if (above.empty() && event.has_log() &&
+        absl::Now() - last_draw_ < kLogRedrawEvery) {
+      return;
+    }
+    RedrawLocked(above);
   }
 
   void PollSnapshots() {
@@ -88,9 +91,10 @@ class LiveWatch {
     }
   }
 
-  void RedrawLocked() {
+  // Prints `above` (state changes) and the view below them.
+  void RedrawLocked(const std::vector<std::string>& above = {}) {
     options_.now_unix_ms = absl::ToUnixMillis(absl::Now());
-    block_.Draw(RenderLiveView(model_, options_));
+    block_.Draw(RenderLiveView(model_, options_), above);
     last_draw_ = absl::Now();
   }
 

@@ -175,7 +175,16 @@ TEST(LiveViewTest, StartingJobShowsRendezvousProgress) {
   EXPECT_EQ(lines[0], "job-7 mnist  RUNNING  generation 1, 4 ranks");
   EXPECT_EQ(lines[1],
             "starting: 3 of 4 ranks joined; waiting for rank 3 on node-d");
-  EXPECT_THAT(lines, testing::Contains(HasSubstr("not joined")));
+  // Rank 3's process runs but has not been heard from.
+  EXPECT_THAT(lines, testing::Contains(testing::AllOf(HasSubstr("rank 3"),
+                                                      HasSubstr("starting"))));
+  // Its first metric (the plan) arrives before the next snapshot.
+  v1::MetricPoint plan;
+  plan.set_kind("plan");
+  plan.set_rank(3);
+  ApplyEvent(model, Event(3, plan), Utc());
+  EXPECT_EQ(RenderLiveView(model, {})[1],
+            "starting: 4 of 4 ranks joined; forming the process group");
 }
 
 TEST(LiveViewTest, TrainingJobShowsBarLossSparklineAndSlowestRank) {
@@ -279,6 +288,11 @@ TEST(LiveBlockTest, RedrawMovesUpOverTheOldBlockAndClears) {
   out.str("");
   block.PrintAbove({"event"});
   EXPECT_EQ(out.str(), "\r\x1b[1A\x1b[Jevent\nc\n");
+  out.str("");
+  block.Draw({"c"});  // unchanged: nothing written
+  EXPECT_EQ(out.str(), "");
+  block.Draw({"d"}, {"e1", "e2"});
+  EXPECT_EQ(out.str(), "\r\x1b[1A\x1b[Je1\ne2\nd\n");
 }
 
 }  // namespace
