@@ -5,6 +5,7 @@
 // the documented messages; plot -o FILE.png.
 
 #include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,9 +15,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "local_cluster.h"
 
@@ -108,8 +111,11 @@ class CliCommandsTest : public ::testing::Test {
 LocalCluster* CliCommandsTest::cluster_ = nullptr;
 
 TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
-  const std::string spec =
-      cluster_->WriteFile("watch.yaml", SmallJobSpec(2, 8192, 2));
+  std::filesystem::create_directories(cluster_->dir() + "/ckpt");
+  const std::string spec = cluster_->WriteFile(
+      "watch.yaml", SmallJobSpec(2, 8192, 2,
+                                 "checkpoint: {dir: " + cluster_->dir() +
+                                     "/ckpt}\n"));
   CliResult submit = cluster_->Cli({"submit", spec});
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
   const std::string id = JobIdFrom(submit.output);
@@ -177,7 +183,47 @@ TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
   EXPECT_EQ(parsed.ranks_size(), 2);
   EXPECT_TRUE(parsed.ranks(0).joined());
 
-  // plot -o FILE.png: a PNG of the loss.
+  // checkpoints: one row per cataloged checkpoint, the same in JSON; the
+  // last one at the end of training.
+  CliResult checkpoints = cluster_->Cli({"checkpoints", id});
+  ASSERT_EQ(checkpoints.exit_code, 0) << checkpoints.output;
+  const std::vector<std::string> rows = [&] {
+    std::vector<std::string> lines;
+    std::istringstream in(checkpoints.output);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }();
+  ASSERT_GE(rows.size(), 2u) << checkpoints.output;
+  EXPECT_TRUE(std::regex_search(
+      rows[0], std::regex("^STEP +EPOCH +SAMPLES +RANKS +SIZE +AGE +EVAL +PATH$")))
+      << rows[0];
+  CliResult checkpoints_json =
+      cluster_->Cli({"checkpoints", id, "--output", "json"});
+  ASSERT_EQ(checkpoints_json.exit_code, 0) << checkpoints_json.output;
+  const auto catalog =
+      FromJson<v1::ListCheckpointsResponse>(checkpoints_json.output);
+  ASSERT_EQ(catalog.checkpoints_size(), static_cast<int>(rows.size()) - 1);
+  const v1::Checkpoint& newest =
+      catalog.checkpoints(catalog.checkpoints_size() - 1);
+  EXPECT_EQ(newest.step(), job.total_steps());
+  EXPECT_EQ(rows.back().rfind(std::to_string(newest.step()) + " ", 0), 0u)
+      << rows.back();
+  EXPECT_THAT(rows.back(), HasSubstr(newest.path()));
+
+  // logs --output json: one object per (folded) line, each with its ranks.
+  CliResult logs = cluster_->Cli({"logs", id, "--output", "json"});
+  ASSERT_EQ(logs.exit_code, 0) << logs.output;
+  int log_objects = 0;
+  std::istringstream log_lines(logs.output);
+  for (std::string line; std::getline(log_lines, line);) {
+    const auto object = FromJson<google::protobuf::Struct>(line);
+    EXPECT_TRUE(object.fields().count("ranks")) << line;
+    EXPECT_TRUE(object.fields().count("text")) << line;
+    ++log_objects;
+  }
+  EXPECT_GT(log_objects, 0);
+
+  // plot -o FILE.png: a PNG of the loss; --output json says what it drew.
   const std::string png_path = cluster_->dir() + "/watch.png";
   CliResult plot = cluster_->Cli({"plot", id, "-o", png_path});
   ASSERT_EQ(plot.exit_code, 0) << plot.output;
@@ -186,6 +232,17 @@ TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
   ASSERT_GT(png.size(), 100u);
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
   EXPECT_EQ(png.substr(12, 4), "IHDR");
+  CliResult plot_json = cluster_->Cli(
+      {"plot", id, "--metric", "loss", "-o", png_path, "--output", "json"});
+  ASSERT_EQ(plot_json.exit_code, 0) << plot_json.output;
+  const auto drawn = FromJson<google::protobuf::Struct>(plot_json.output);
+  EXPECT_EQ(drawn.fields().at("file").string_value(), png_path);
+  const auto& series = drawn.fields().at("series").list_value();
+  ASSERT_EQ(series.values_size(), 1);
+  EXPECT_EQ(series.values(0).struct_value().fields().at("metric").string_value(),
+            "loss");
+  EXPECT_GT(series.values(0).struct_value().fields().at("points").number_value(),
+            1);
 }
 
 TEST_F(CliCommandsTest, SubmitDryRunSetAndNameThenWorkersListAndCancel) {
