@@ -191,9 +191,10 @@ LocalCluster::~LocalCluster() {
 }
 
 std::vector<std::string> LocalCluster::CliArgv(
-    const std::vector<std::string>& args) const {
+    const std::vector<std::string>& args, const std::string& coordinator) const {
   std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
-                                "--coordinator", address_};
+                                "--coordinator",
+                                coordinator.empty() ? address_ : coordinator};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
