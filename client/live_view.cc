@@ -179,8 +179,9 @@ std::vector<std::string> ApplyEvent(LiveModel& model, const v1::JobEvent& event,
       return {RenderEventLine(event, model.job.total_steps(), ctx)};
     case v1::JobEvent::kMetric: {
       const v1::MetricPoint& m = event.metric();
-      // As the coordinator does: a metric of the running generation means
-      // its rank has joined (the next snapshot would say so a second later).
+      // As the coordinator does: a metric (or log line, below) of the running
+      // generation means its rank has joined; the next snapshot would say so
+      // a second later.
       if (model.state == v1::JOB_STATE_RUNNING && m.rank() >= 0 &&
           m.rank() < model.job.ranks_size()) {
         model.job.mutable_ranks(m.rank())->set_joined(true);
@@ -208,6 +209,10 @@ std::vector<std::string> ApplyEvent(LiveModel& model, const v1::JobEvent& event,
     }
     case v1::JobEvent::kLog:
       model.last_log = RenderEventLine(event, 0, ctx);
+      if (model.state == v1::JOB_STATE_RUNNING && event.log().rank() >= 0 &&
+          event.log().rank() < model.job.ranks_size()) {
+        model.job.mutable_ranks(event.log().rank())->set_joined(true);
+      }
       return {};
     default:
       return {};

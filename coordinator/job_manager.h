@@ -149,7 +149,8 @@ class JobManager {
                            const std::shared_ptr<AgentLink>& link,
                            v1::Registered* registered, Outbox* outbox);
   // Sets RankInfo.joined of the current generation's rank (the coordinator
-  // heard from its process); true when it was not set before.
+  // heard from its process: progress, a metric or a log line); true when it
+  // was not set before.
   bool MarkJoinedLocked(v1::Job& job, int rank);
   // False for a metrics/log seq already kept from that rank (a re-send).
   bool FreshReportLocked(v1::Job& job, int generation, int rank, int64_t seq);

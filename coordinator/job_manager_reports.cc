@@ -51,6 +51,9 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
                                             log.generation(), log.line().rank());
   if (!owner.ok()) return owner;
   v1::Job& job = *FindLocked(log.job_id());
+  if (log.generation() == job.generation()) {
+    MarkJoinedLocked(job, log.line().rank());
+  }
   if (IsFinal(job.state()) ||
       !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
     return absl::OkStatus();

@@ -109,5 +109,24 @@ TEST_F(JobManagerTest, RanksJoinWhenTheCoordinatorFirstHearsFromThem) {
   EXPECT_TRUE(jobs_.Get(job.id())->ranks(1).joined());
 }
 
+TEST_F(JobManagerTest, ALogLineOfTheRankJoinsIt) {
+  AddWorker("w1", 2);
+  v1::Job job = *jobs_.Submit(Spec(2), false);
+  ASSERT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  v1::RankLog log;
+  log.set_job_id(job.id());
+  log.set_generation(2);  // not this generation: ignored
+  log.set_seq(1);
+  log.mutable_line()->set_rank(1);
+  log.mutable_line()->set_text("rank 1/2 on cpu");
+  jobs_.OnRankLog("w1", log).IgnoreError();
+  EXPECT_FALSE(jobs_.Get(job.id())->ranks(1).joined());
+  log.set_generation(1);
+  ASSERT_TRUE(jobs_.OnRankLog("w1", log).ok());
+  job = *jobs_.Get(job.id());
+  EXPECT_TRUE(job.ranks(1).joined());
+  EXPECT_FALSE(job.ranks(0).joined());
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator
