@@ -18,6 +18,9 @@ struct Env {
   std::ostream& err;
   bool json;
   RenderContext ctx;
+  // stdout is a terminal (and TERM is not "dumb"): `watch` redraws a live
+  // view in place instead of printing plain lines.
+  bool terminal = false;
 };
 
 // Prints the failed RPC's message on err; returns its exit code.

@@ -1,6 +1,8 @@
 #include "client/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -18,11 +20,14 @@
 #include "client/config.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
+#include "client/live_terminal.h"
 #include "client/login_command.h"
 #include "client/render.h"
+#include "client/spec_edit.h"
 #include "client/stream_commands.h"
 #include "client/version_command.h"
 #include "client/watch.h"
+#include "client/watch_live.h"
 #include "common/spec.h"
 
 namespace trainctl::client {
@@ -50,8 +55,13 @@ absl::StatusOr<std::string> ReadSpecFile(const std::string& path) {
   return text;
 }
 
-// Prints the job's events until it is final; exit code by final state.
-int WatchUntilDone(Env& env, const std::string& job_id, int64_t total_steps) {
+// Prints the job's events until it is final; exit code by final state. On
+// a terminal (unless plain) a live view redrawn in place instead.
+int WatchUntilDone(Env& env, const std::string& job_id, int64_t total_steps,
+                   bool plain) {
+  if (env.terminal && !env.json && !plain) {
+    return WatchLive(env, job_id, TerminalWidth(STDOUT_FILENO));
+  }
   FollowOptions options;
   options.notice = [&env](const std::string& message) {
     env.err << "trainctl: " << message << std::endl;
@@ -80,44 +90,51 @@ int WatchUntilDone(Env& env, const std::string& job_id, int64_t total_steps) {
   return ExitCodeForState(*final_state);
 }
 
-int CmdSubmit(Env& env, const std::string& path, bool follow, bool dry_run,
-              const std::string& resume_from) {
-  absl::StatusOr<std::string> text = ReadSpecFile(path);
+struct SubmitArgs {
+  std::string path;
+  bool follow = false;
+  bool dry_run = false;
+  bool plain = false;
+  std::string resume_from;
+  SpecEdits edits;
+};
+
+int CmdSubmit(Env& env, const SubmitArgs& args) {
+  absl::StatusOr<std::string> text = ReadSpecFile(args.path);
+  if (text.ok()) text = ApplySpecEdits(*text, args.edits);
   if (!text.ok()) {
     env.err << "trainctl: " << text.status().message() << "\n";
     return kExitUsage;
   }
   absl::StatusOr<v1::SubmitJobResponse> response =
-      env.client->SubmitJob(*text, dry_run, resume_from);
+      env.client->SubmitJob(*text, args.dry_run, args.resume_from);
   if (!response.ok()) {
     if (response.status().code() == absl::StatusCode::kInvalidArgument) {
-      env.err << RenderSpecErrors(path,
+      env.err << RenderSpecErrors(args.path,
                                   std::string(response.status().message()));
+      for (const std::string& set : args.edits.sets) {
+        env.err << "  (with --set " << set << ")\n";
+      }
       return kExitUsage;
     }
     return Fail(env, response.status());
   }
   const v1::Job& job = response->job();
   if (env.json) {
-    env.out << ToJson(*response, /*pretty=*/!follow) << std::endl;
-  } else if (dry_run) {
-    env.out << JobSpecToJson(job.spec()) << "\n";
-    if (job.total_steps() > 0) {
-      env.out << "total steps: " << job.total_steps() << "\n";
-    } else {
-      env.out << job.reason() << "\n";
-    }
-    env.err << "job spec " << path
+    env.out << ToJson(*response, /*pretty=*/!args.follow) << std::endl;
+  } else if (args.dry_run) {
+    env.out << JobSpecToJson(job.spec()) << "\n" << RenderDryRunPlan(*response);
+    env.err << "job spec " << args.path
             << " is valid (dry run: nothing submitted)\n";
   } else {
     env.out << job.id() << std::endl;
-    if (!follow && job.state() == v1::JOB_STATE_QUEUED &&
+    if (!args.follow && job.state() == v1::JOB_STATE_QUEUED &&
         !job.pending_reason().empty()) {
       env.err << "waiting: " << job.pending_reason() << "\n";
     }
   }
-  if (dry_run || !follow) return kExitOk;
-  return WatchUntilDone(env, job.id(), job.total_steps());
+  if (args.dry_run || !args.follow) return kExitOk;
+  return WatchUntilDone(env, job.id(), job.total_steps(), args.plain);
 }
 
 // How long `list` keeps showing a finished job without --all.
@@ -173,12 +190,12 @@ int CmdCancel(Env& env, const std::string& job_id, const std::string& reason) {
   return kExitOk;
 }
 
-int CmdWatch(Env& env, const std::string& job_id) {
+int CmdWatch(Env& env, const std::string& job_id, bool plain) {
   // A unary call first, so an unknown job or a dead coordinator is reported
   // at once (exit 4 / 3) instead of entering the reconnect loop.
   absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
   if (!job.ok()) return Fail(env, job.status());
-  return WatchUntilDone(env, job_id, job->total_steps());
+  return WatchUntilDone(env, job_id, job->total_steps(), plain);
 }
 
 int CmdCheckpoints(Env& env, const std::string& job_id) {
@@ -240,23 +257,33 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   app.add_flag("--insecure", security_flags.insecure,
                "Plaintext without a token, for a coordinator run --insecure");
 
-  std::string spec_path;
-  bool follow = false;
-  bool dry_run = false;
+  SubmitArgs submit_args;
   CLI::App* submit =
       app.add_subcommand("submit", "Submit a job spec (YAML or JSON)");
-  submit->add_option("FILE", spec_path, "Job spec file, '-' for stdin")
+  submit->add_option("FILE", submit_args.path, "Job spec file, '-' for stdin")
       ->required();
-  CLI::Option* follow_opt =
-      submit->add_flag("-f,--follow", follow, "Watch the job until it ends");
-  submit->add_flag("--dry-run", dry_run, "Validate and print the resolved spec")
+  CLI::Option* follow_opt = submit->add_flag(
+      "-f,--follow", submit_args.follow, "Watch the job until it ends");
+  submit
+      ->add_flag("--dry-run", submit_args.dry_run,
+                 "Validate, print the resolved spec and what the coordinator "
+                 "would do (placement or why it would wait, shard plan); "
+                 "queue nothing")
       ->excludes(follow_opt);
-  std::string resume_from;
-  submit->add_option("--resume-from", resume_from,
+  submit->add_option("--set", submit_args.edits.sets,
+                     "Edit the spec before sending: KEY.PATH=VALUE, the "
+                     "value as YAML (repeatable)")
+      ->allow_extra_args(false);  // each --set one value; FILE stays FILE
+  submit->add_option("--name", submit_args.edits.name, "Job name (replaces name:)");
+  submit->add_flag("--plain", submit_args.plain,
+                   "With --follow: plain lines even on a terminal");
+  submit->add_option("--resume-from", submit_args.resume_from,
                      "Start from a checkpoint: JOB (its latest) or JOB:STEP");
   submit->footer(
       "\nExamples:\n  trainctl submit examples/mnist.yaml\n"
       "  trainctl submit examples/mnist.yaml --follow\n"
+      "  trainctl submit examples/mnist.yaml --set training.epochs=1 "
+      "--set optimizer.lr=0.01 --name quick\n"
       "  trainctl submit --dry-run examples/mnist.yaml\n"
       "  trainctl submit examples/mnist.yaml --resume-from job-7:1800");
 
@@ -286,11 +313,19 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   cancel->add_option("--reason", cancel_reason, "Reason recorded with the job");
   cancel->footer("\nExample:\n  trainctl cancel JOB_ID --reason 'wrong lr'");
 
+  bool watch_plain = false;
   CLI::App* watch = app.add_subcommand(
-      "watch", "Stream a job's transitions, metrics and logs until it ends");
+      "watch", "Follow a job until it ends: a live view on a terminal, "
+               "otherwise one line per transition, metric and log line");
   watch->add_option("JOB", job_id, "Job id")->required();
+  watch->add_flag("--plain", watch_plain,
+                  "Plain lines even on a terminal (no redrawing)");
   watch->footer(
-      "\nExamples:\n  trainctl watch JOB_ID\n"
+      "\nOn a terminal the view is redrawn in place: progress bar with step, "
+      "epoch and ETA, loss sparkline, samples/s, step time with the slowest "
+      "rank, per-rank phase, start-up progress; state changes scroll above "
+      "it.\n\nExamples:\n  trainctl watch JOB_ID\n"
+      "  trainctl watch JOB_ID --plain | tee watch.log\n"
       "  trainctl watch JOB_ID --output json | jq .metric");
 
   CLI::App* checkpoints =
@@ -316,7 +351,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
   }
 
-  if (version->parsed()) return PrintVersion(out);
+  if (version->parsed()) {
+    // Before the config file is read: a broken one must not hide this.
+    const char* env_output = std::getenv("TRAINCTL_OUTPUT");
+    return PrintVersion(out, output == "json" ||
+                                 (output.empty() && env_output != nullptr &&
+                                  std::string(env_output) == "json"));
+  }
 
   const std::string config_path = ConfigFilePath(
       std::getenv("XDG_CONFIG_HOME"), std::getenv("HOME"));
@@ -351,9 +392,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
   ctx.tz = absl::LocalTimeZone();
   Env env{&client, out, err, settings->output == "json", ctx};
+  env.terminal = &out == &std::cout && IsLiveTerminal(STDOUT_FILENO);
 
   if (submit->parsed()) {
-    return CmdSubmit(env, spec_path, follow, dry_run, resume_from);
+    return CmdSubmit(env, submit_args);
   }
   if (checkpoints->parsed()) return CmdCheckpoints(env, job_id);
   if (list->parsed()) return CmdList(env, states, list_all);
@@ -362,7 +404,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (stream.plot->parsed()) return CmdPlot(env, stream_args);
   if (status->parsed()) return CmdStatus(env, job_id);
   if (cancel->parsed()) return CmdCancel(env, job_id, cancel_reason);
-  if (watch->parsed()) return CmdWatch(env, job_id);
+  if (watch->parsed()) return CmdWatch(env, job_id, watch_plain);
   if (workers->parsed()) return CmdWorkers(env);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/format.h"
+#include "client/live_view.h"
 
 namespace trainctl::client {
 namespace {
@@ -154,8 +155,18 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
         100.0 * job.latest_train().step() / job.total_steps());
   }
   out += Field("Progress", progress);
+  if (job.state() == v1::JOB_STATE_RUNNING) {
+    const std::string startup =
+        StartupProgress(job, TrainedThisGeneration(job));
+    if (!startup.empty()) out += Field("Starting", startup);
+    std::optional<absl::Duration> eta =
+        EstimateRemaining({job.latest_train()}, job.total_steps(), job.spec());
+    if (eta) out += Field("ETA", FormatDurationShort(*eta));
+  }
   if (job.has_latest_train()) {
     out += Field("Train", MetricSummary(job.latest_train(), ctx));
+    const std::string step_time = StepTimeSummary(job.latest_train(), job);
+    if (!step_time.empty()) out += Field("Step time", step_time.substr(10));
   }
   if (job.has_latest_eval()) {
     out += Field("Eval", MetricSummary(job.latest_eval(), ctx));
@@ -165,14 +176,22 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
     std::vector<std::vector<std::string>> rows;
     for (const v1::RankInfo& r : job.ranks()) {
       const bool exited = r.state() == v1::RANK_STATE_EXITED;
+      std::string step = "-", phase = "-";
+      for (const v1::RankProgress& p : job.progress()) {
+        if (p.rank() != r.rank()) continue;
+        step = absl::StrCat(p.step());
+        phase = p.phase();
+      }
       rows.push_back({absl::StrCat(r.rank()), r.worker(), r.host(),
-                      RankStateName(r.state()),
+                      RankStateName(r.state()), r.joined() ? "yes" : "no",
+                      step, phase,
                       exited ? absl::StrCat(r.exit_code()) : "-",
                       Truncate(r.message(), kReasonWidth)});
     }
     out += "\nRanks:\n";
-    out += Indent(RenderTable(
-        {"RANK", "WORKER", "HOST", "STATE", "EXIT", "MESSAGE"}, rows));
+    out += Indent(RenderTable({"RANK", "WORKER", "HOST", "STATE", "JOINED",
+                               "STEP", "PHASE", "EXIT", "MESSAGE"},
+                              rows));
   }
   if (job.transitions_size() > 0) {
     std::vector<std::vector<std::string>> rows;
@@ -188,6 +207,47 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   return out;
 }
 
+std::string RenderDryRunPlan(const v1::SubmitJobResponse& response) {
+  const v1::DryRunPlan& plan = response.plan();
+  std::string out;
+  const std::string slots =
+      absl::StrCat("needs ", plan.ranks(), " slot", plan.ranks() == 1 ? "" : "s",
+                   "; ", plan.slots_free(), " of ", plan.slots_total(),
+                   " free on ", plan.workers(), " worker",
+                   plan.workers() == 1 ? "" : "s");
+  if (!plan.placement().empty()) {
+    out += Field("Would run", absl::StrCat(plan.placement(), " (", slots, ")"));
+  } else {
+    std::string wait = plan.waiting().empty() ? slots : plan.waiting();
+    if (plan.jobs_ahead() > 0) {
+      absl::StrAppend(&wait, " (", plan.jobs_ahead(), " job",
+                      plan.jobs_ahead() == 1 ? "" : "s", " queued ahead)");
+    }
+    out += Field("Would wait", wait);
+  }
+  if (plan.train_samples() > 0) {
+    out += Field("Shard plan",
+                 absl::StrCat(plan.train_samples(), " samples per epoch in ",
+                              plan.steps_per_epoch(), " steps of ",
+                              plan.samples_per_step(), " (", plan.per_rank_batch(),
+                              " per rank per micro-step); ",
+                              plan.dropped_per_epoch(), " dropped per epoch"));
+  } else {
+    out += Field("Shard plan",
+                 absl::StrCat(plan.samples_per_step(), " samples per step (",
+                              plan.per_rank_batch(), " per rank per micro-step); ",
+                              plan.data_note()));
+  }
+  const v1::Job& job = response.job();
+  // "total steps: N" is what scripts grep; keep its spelling.
+  if (job.total_steps() > 0) {
+    absl::StrAppend(&out, "total steps: ", job.total_steps(), "\n");
+  } else if (!job.reason().empty()) {
+    absl::StrAppend(&out, job.reason(), "\n");
+  }
+  return out;
+}
+
 std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
                               const RenderContext& ctx) {
   std::vector<std::vector<std::string>> rows;
@@ -195,13 +255,35 @@ std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
     std::string heartbeat =
         FormatAge(w.last_heartbeat_unix_ms(), ctx.now_unix_ms);
     if (heartbeat != "-") heartbeat += " ago";
+    // "job-3/0", "job-3/1" -> "job-3:0,1", in the order the jobs appear.
+    std::vector<std::pair<std::string, std::vector<std::string>>> by_job;
+    for (const std::string& running : w.running()) {
+      const size_t slash = running.rfind('/');
+      const std::string job =
+          slash == std::string::npos ? running : running.substr(0, slash);
+      const std::string rank =
+          slash == std::string::npos ? "" : running.substr(slash + 1);
+      auto it = std::find_if(by_job.begin(), by_job.end(),
+                             [&job](const auto& e) { return e.first == job; });
+      if (it == by_job.end()) {
+        by_job.push_back({job, {}});
+        it = by_job.end() - 1;
+      }
+      if (!rank.empty()) it->second.push_back(rank);
+    }
+    std::vector<std::string> running;
+    for (const auto& [job, ranks] : by_job) {
+      running.push_back(ranks.empty() ? job
+                                      : absl::StrCat(job, ":",
+                                                     absl::StrJoin(ranks, ",")));
+    }
     rows.push_back(
         {w.name(), w.host(), absl::StrCat(w.slots_free(), "/", w.slots_total()),
          w.devices().empty() ? "-" : absl::StrJoin(w.devices(), ","), heartbeat,
-         w.running().empty() ? "-" : absl::StrJoin(w.running(), ",")});
+         running.empty() ? "-" : absl::StrJoin(running, " ")});
   }
   return RenderTable(
-      {"NAME", "HOST", "SLOTS", "DEVICES", "LAST HEARTBEAT", "RUNNING"}, rows);
+      {"NAME", "ADDRESS", "SLOTS", "DEVICES", "LAST HEARTBEAT", "RUNNING"}, rows);
 }
 
 std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,

@@ -35,7 +35,11 @@ std::string RenderJobTable(const v1::ListJobsResponse& response,
                            const RenderContext& ctx);
 // `status`: spec summary, state, ranks, transitions, progress, metrics.
 std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx);
-// `workers`: NAME HOST SLOTS DEVICES LAST HEARTBEAT RUNNING.
+// `submit --dry-run`: what the coordinator would do (placement or why it
+// would wait, slots needed vs free, the shard plan, total steps).
+std::string RenderDryRunPlan(const v1::SubmitJobResponse& response);
+// `workers`: NAME ADDRESS SLOTS DEVICES LAST HEARTBEAT RUNNING, RUNNING as
+// job:ranks ("job-3:0,1").
 std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
                               const RenderContext& ctx);
 

@@ -14,6 +14,7 @@
 #include "client/json_text.h"
 #include "client/log_fold.h"
 #include "client/metrics_export.h"
+#include "client/png_plot.h"
 #include "client/svg_plot.h"
 #include "client/watch.h"
 
@@ -188,9 +189,11 @@ int CmdMetrics(Env& env, const StreamArgs& args) {
 
 int CmdPlot(Env& env, const StreamArgs& args) {
   // Checked before any RPC: a wrong file type is a usage error.
-  if (!absl::EndsWithIgnoreCase(args.file, ".svg")) {
+  const bool png = absl::EndsWithIgnoreCase(args.file, ".png");
+  if (!png && !absl::EndsWithIgnoreCase(args.file, ".svg")) {
     env.err << "trainctl: cannot write " << args.file
-            << ": only .svg is supported (for example -o loss.svg)\n";
+            << ": the file must end in .svg or .png (for example -o "
+               "loss.svg)\n";
     return kExitUsage;
   }
   absl::StatusOr<v1::Job> job = env.client->GetJob(args.job_id);
@@ -220,8 +223,20 @@ int CmdPlot(Env& env, const StreamArgs& args) {
   }
   ChartOptions options;
   options.title = absl::StrCat(job->id(), " ", job->spec().name());
+  std::string image;
+  if (png) {
+    absl::StatusOr<std::string> encoded = RenderPngChart(series, options);
+    if (!encoded.ok()) {
+      env.err << "trainctl: cannot draw " << args.file << ": "
+              << encoded.status().message() << "\n";
+      return kExitFailed;
+    }
+    image = *std::move(encoded);
+  } else {
+    image = RenderSvgChart(series, options);
+  }
   std::ofstream file(args.file, std::ios::binary | std::ios::trunc);
-  file << RenderSvgChart(series, options);
+  file << image;
   file.close();
   if (!file) {
     env.err << "trainctl: cannot write " << args.file << "\n";
@@ -283,7 +298,8 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
       "  trainctl metrics job-3 --format jsonl -f\n"
       "  trainctl metrics job-3 --format jsonl --from-seq 120");
 
-  c.plot = app.add_subcommand("plot", "Draw a job's metrics as an SVG chart");
+  c.plot = app.add_subcommand("plot",
+                              "Draw a job's metrics as an SVG or PNG chart");
   c.plot->add_option("JOB", args.job_id, "Job id")->required();
   c.plot->add_option("--metric", args.metrics,
                      "Series to draw, comma-separated: value keys as "
@@ -291,9 +307,11 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
                      "KIND_KEY for another kind's key (train_loss)")
       ->delimiter(',')
       ->capture_default_str();
-  c.plot->add_option("-o,--file", args.file, "Output file (.svg)")->required();
+  c.plot->add_option("-o,--file", args.file, "Output file (.svg or .png)")
+      ->required();
   c.plot->footer(
       "\nExamples:\n  trainctl plot job-3 -o job-3.svg\n"
+      "  trainctl plot job-3 -o job-3.png\n"
       "  trainctl plot job-3 --metric loss,eval_loss -o loss.svg");
   return c;
 }

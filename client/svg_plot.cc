@@ -24,11 +24,6 @@ std::string Xml(const std::string& text) {
                                     {"\"", "&quot;"}});
 }
 
-std::string TickLabel(double v) {
-  if (v == 0) return "0";
-  return absl::StrFormat("%.6g", v);
-}
-
 // Widens a degenerate range so the mapping below never divides by zero.
 void Widen(double* lo, double* hi) {
   if (*hi > *lo) return;
@@ -38,6 +33,43 @@ void Widen(double* lo, double* hi) {
 }
 
 }  // namespace
+
+std::string TickLabel(double v) {
+  if (v == 0) return "0";
+  return absl::StrFormat("%.6g", v);
+}
+
+const char* SeriesColor(int index) {
+  return kColors[index % static_cast<int>(std::size(kColors))];
+}
+
+bool LayoutChart(const std::vector<PlotSeries>& series,
+                 const ChartOptions& options, ChartLayout* layout) {
+  ChartLayout& l = *layout;
+  l.plot_w = options.width - l.left - l.right;
+  l.plot_h = options.height - l.top - l.bottom;
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const PlotSeries& s : series) {
+    for (const auto& [x, y] : s.points) {
+      x_lo = std::min(x_lo, x);
+      x_hi = std::max(x_hi, x);
+      y_lo = std::min(y_lo, y);
+      y_hi = std::max(y_hi, y);
+    }
+  }
+  if (!std::isfinite(x_lo)) return false;
+  Widen(&x_lo, &x_hi);
+  Widen(&y_lo, &y_hi);
+  // Some headroom so lines do not run along the frame.
+  const double y_pad = (y_hi - y_lo) * 0.05;
+  l.x_lo = x_lo;
+  l.x_hi = x_hi;
+  l.y_lo = y_lo - y_pad;
+  l.y_hi = y_hi + y_pad;
+  l.x_ticks = NiceTicks(l.x_lo, l.x_hi, 8);
+  l.y_ticks = NiceTicks(l.y_lo, l.y_hi, 6);
+  return true;
+}
 
 namespace {
 
@@ -142,28 +174,12 @@ std::vector<double> NiceTicks(double lo, double hi, int target) {
 
 std::string RenderSvgChart(const std::vector<PlotSeries>& series,
                            const ChartOptions& options) {
-  const double left = 70, right = 170, top = 40, bottom = 50;
-  const double plot_w = options.width - left - right;
-  const double plot_h = options.height - top - bottom;
-
-  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-  for (const PlotSeries& s : series) {
-    for (const auto& [x, y] : s.points) {
-      x_lo = std::min(x_lo, x);
-      x_hi = std::max(x_hi, x);
-      y_lo = std::min(y_lo, y);
-      y_hi = std::max(y_hi, y);
-    }
-  }
-  if (!std::isfinite(x_lo)) return "";  // nothing to draw; callers check
-  Widen(&x_lo, &x_hi);
-  Widen(&y_lo, &y_hi);
-  // Some headroom so lines do not run along the frame.
-  const double y_pad = (y_hi - y_lo) * 0.05;
-  y_lo -= y_pad;
-  y_hi += y_pad;
-  auto px = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * plot_w; };
-  auto py = [&](double y) { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; };
+  ChartLayout layout;
+  if (!LayoutChart(series, options, &layout)) return "";  // callers check
+  const double left = layout.left, top = layout.top;
+  const double plot_w = layout.plot_w, plot_h = layout.plot_h;
+  auto px = [&layout](double x) { return layout.X(x); };
+  auto py = [&layout](double y) { return layout.Y(y); };
 
   std::string svg = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -183,7 +199,7 @@ std::string RenderSvgChart(const std::vector<PlotSeries>& series,
                         left, top + plot_h, left + plot_w, top + plot_h, left,
                         top, left, top + plot_h);
   svg += "<g class=\"x-ticks\">\n";
-  for (double t : NiceTicks(x_lo, x_hi, 8)) {
+  for (double t : layout.x_ticks) {
     const double x = px(t);
     absl::StrAppendFormat(
         &svg,
@@ -193,7 +209,7 @@ std::string RenderSvgChart(const std::vector<PlotSeries>& series,
         TickLabel(t));
   }
   svg += "</g>\n<g class=\"y-ticks\">\n";
-  for (double t : NiceTicks(y_lo, y_hi, 6)) {
+  for (double t : layout.y_ticks) {
     const double y = py(t);
     // A light grid line helps read values off the chart.
     absl::StrAppendFormat(
@@ -219,7 +235,7 @@ std::string RenderSvgChart(const std::vector<PlotSeries>& series,
   int index = 0;
   for (const PlotSeries& s : series) {
     if (s.points.empty()) continue;
-    const char* color = kColors[index % std::size(kColors)];
+    const char* color = SeriesColor(index);
     std::string points;
     for (const auto& [x, y] : s.points) {
       absl::StrAppendFormat(&points, "%s%.1f,%.1f", points.empty() ? "" : " ",

@@ -44,6 +44,26 @@ struct ChartOptions {
   std::string x_label = "step";
 };
 
+// Where a chart's parts go: the frame, the data ranges (widened when flat,
+// with 5 % headroom in y) and the ticks. Shared by the SVG and PNG
+// renderers, so both draw the same chart.
+struct ChartLayout {
+  double left = 70, right = 170, top = 40, bottom = 50;  // margins, px
+  double plot_w = 0, plot_h = 0;
+  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
+  std::vector<double> x_ticks, y_ticks;
+  // Data to pixel coordinates (y grows downwards).
+  double X(double x) const { return left + (x - x_lo) / (x_hi - x_lo) * plot_w; }
+  double Y(double y) const { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; }
+};
+// False when no series has a point.
+bool LayoutChart(const std::vector<PlotSeries>& series,
+                 const ChartOptions& options, ChartLayout* layout);
+// The colour of the index-th series drawn ("#0072B2"), cycling.
+const char* SeriesColor(int index);
+// A tick value as the charts print it ("0", "0.25", "1e+06").
+std::string TickLabel(double v);
+
 // A line chart: one <polyline class="series" data-metric=NAME> per series
 // with points (one <circle> marks a one-point series), x and y axes with
 // ticks and labels, and a legend. Series without points are left out;

@@ -1,5 +1,7 @@
 #include "client/version_command.h"
 
+#include "client/json_text.h"
+
 // The versions come from CMake (cmake/trainctl_build_info.cmake); a build
 // without them says so instead of guessing.
 #ifndef TRAINCTL_VERSION
@@ -28,11 +30,18 @@ std::string VersionText() {
 CLI::App* AddVersionCommand(CLI::App& app) {
   CLI::App* version = app.add_subcommand(
       "version", "Print the version and the libraries this build uses");
-  version->footer("\nExample:\n  trainctl version");
+  version->footer(
+      "\nExamples:\n  trainctl version\n  trainctl version --output json");
   return version;
 }
 
-int PrintVersion(std::ostream& out) {
+int PrintVersion(std::ostream& out, bool json) {
+  if (json) {
+    out << "{\"trainctl\":" << JsonString(TRAINCTL_VERSION)
+        << ",\"grpc\":" << JsonString(TRAINCTL_GRPC_VERSION)
+        << ",\"protobuf\":" << JsonString(TRAINCTL_PROTOBUF_VERSION) << "}\n";
+    return 0;
+  }
   out << VersionText();
   return 0;
 }

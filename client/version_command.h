@@ -19,7 +19,8 @@ std::string VersionText();
 // the returned subcommand was parsed.
 CLI::App* AddVersionCommand(CLI::App& app);
 
-// Writes VersionText() to `out`; returns exit code 0.
-int PrintVersion(std::ostream& out);
+// Writes VersionText() to `out`, or with json one object
+// {"trainctl":..., "grpc":..., "protobuf":...}; returns exit code 0.
+int PrintVersion(std::ostream& out, bool json = false);
 
 }  // namespace trainctl::client

@@ -12,24 +12,6 @@
 #include "coordinator/scheduler.h"
 
 namespace trainctl::coordinator {
-namespace {
-
-// "ranks 0-1 on node-a, 2 on node-b"
-std::string DescribePlacement(const std::vector<std::string>& workers) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i < workers.size()) {
-    size_t j = i;
-    while (j + 1 < workers.size() && workers[j + 1] == workers[i]) ++j;
-    parts.push_back(i == j ? absl::StrCat(i, " on ", workers[i])
-                           : absl::StrCat(i, "-", j, " on ", workers[i]));
-    i = j + 1;
-  }
-  return absl::StrCat("ranks ", absl::StrJoin(parts, ", "));
-}
-
-}  // namespace
-
 JobManager::JobManager(const Clock& clock, EventHub& events,
                        Rendezvous& rendezvous, JobStore& store,
                        int64_t lease_ms, int64_t heartbeat_interval_ms)
@@ -58,14 +40,9 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     *job.mutable_resume_from() = *std::move(from);
   }
   if (dry_run) {
-    // The data may live only on the workers; then the steps stay unknown.
-    absl::StatusOr<int64_t> steps = TotalSteps(job.spec());
-    if (steps.ok()) {
-      job.set_total_steps(*steps);
-    } else {
-      job.set_reason(absl::StrCat("total steps unknown: ", steps.status().message()));
-    }
-    return job;
+    absl::StatusOr<v1::SubmitJobResponse> dry = DryRun(spec_text, resume_from);
+    if (!dry.ok()) return dry.status();
+    return dry->job();
   }
 
   Outbox outbox;

@@ -67,6 +67,12 @@ class JobManager {
   absl::StatusOr<v1::Job> Submit(const std::string& spec_text, bool dry_run,
                                  const std::string& resume_from = "",
                                  const std::string& owner = "");
+  // Submit's dry run with what would happen now (job_manager_dry_run.cc):
+  // the validated job (no id) and the plan: ranks, slots needed vs free,
+  // where it would run or why it would wait behind the queue, and the shard
+  // plan. Same errors as Submit; records and reserves nothing.
+  absl::StatusOr<v1::SubmitJobResponse> DryRun(
+      const std::string& spec_text, const std::string& resume_from = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
@@ -145,6 +151,10 @@ class JobManager {
   void ReattachRanksLocked(const v1::RegisterRequest& info,
                            const std::shared_ptr<AgentLink>& link,
                            v1::Registered* registered, Outbox* outbox);
+  // Sets RankInfo.joined of the current generation's rank (the coordinator
+  // heard from its process: progress, a metric or a log line); true when it
+  // was not set before.
+  bool MarkJoinedLocked(v1::Job& job, int rank);
   // False for a metrics/log seq already kept from that rank (a re-send).
   bool FreshReportLocked(v1::Job& job, int generation, int rank, int64_t seq);
   void MaybeGrowLocked(v1::Job& job, Outbox* outbox);

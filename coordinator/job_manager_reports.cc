@@ -17,6 +17,9 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
                                             metrics.generation(), point.rank());
   if (!owner.ok()) return owner;
   v1::Job& job = *FindLocked(metrics.job_id());
+  if (metrics.generation() == job.generation()) {
+    MarkJoinedLocked(job, point.rank());
+  }
   if (IsFinal(job.state()) ||
       !FreshReportLocked(job, metrics.generation(), point.rank(),
                          metrics.seq())) {
@@ -54,6 +57,9 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
                                             log.generation(), log.line().rank());
   if (!owner.ok()) return owner;
   v1::Job& job = *FindLocked(log.job_id());
+  if (log.generation() == job.generation()) {
+    MarkJoinedLocked(job, log.line().rank());
+  }
   if (IsFinal(job.state()) ||
       !FreshReportLocked(job, log.generation(), log.line().rank(), log.seq())) {
     return absl::OkStatus();
@@ -104,6 +110,7 @@ void JobManager::OnProgress(const std::string& worker,
                             const v1::Heartbeat& beat) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = clock_.NowUnixMs();
+  bool joined = false;  // some rank was heard from for the first time
   for (const v1::RankHeartbeat& rank : beat.ranks()) {
     if (!CheckRankOwnerLocked(worker, rank.job_id(), rank.generation(),
                               rank.rank())
@@ -114,8 +121,19 @@ void JobManager::OnProgress(const std::string& worker,
     if (job.state() == v1::JOB_STATE_RUNNING &&
         rank.generation() == job.generation()) {
       RecordProgress(job, rank, now);
+      if (MarkJoinedLocked(job, rank.rank())) joined = true;
     }
   }
+  if (joined) SaveLocked().IgnoreError();
+}
+
+bool JobManager::MarkJoinedLocked(v1::Job& job, int rank) {
+  if (rank < 0 || rank >= job.ranks_size()) return false;
+  v1::RankInfo* info = job.mutable_ranks(rank);
+  if (info->joined()) return false;
+  info->set_joined(true);
+  MarkDirtyLocked(job.id());
+  return true;
 }
 
 }  // namespace trainctl::coordinator

@@ -47,8 +47,15 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
       return ToGrpcStatus(source.status());
     }
   }
+  if (req->dry_run()) {
+    absl::StatusOr<v1::SubmitJobResponse> dry =
+        jobs_.DryRun(req->spec_text(), req->resume_from());
+    if (!dry.ok()) return ToGrpcStatus(dry.status());
+    *resp = *std::move(dry);
+    return grpc::Status::OK;
+  }
   absl::StatusOr<v1::Job> job = jobs_.Submit(
-      req->spec_text(), req->dry_run(), req->resume_from(), caller->name);
+      req->spec_text(), false, req->resume_from(), caller->name);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp->mutable_job() = *std::move(job);
   return grpc::Status::OK;

@@ -44,4 +44,7 @@ struct ScheduleResult {
 ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
                         const std::vector<WorkerSlots>& workers);
 
+// A placement in words: "ranks 0-1 on node-a, 2 on node-b".
+std::string DescribePlacement(const std::vector<std::string>& rank_workers);
+
 }  // namespace trainctl::coordinator

@@ -65,11 +65,11 @@ class HttpPortTest : public ::testing::Test {
     cluster_ = std::make_unique<LocalCluster>(1, 2, 2, options);
     port_ = ReadPortFile(dir_ + "/http-port");
     ASSERT_GT(port_, 0) << "the coordinator wrote no --http-port-file";
-    // How this test reaches the port. Plain HTTP without a token while
-    // LocalCluster starts its coordinator without TLS; once it serves HTTPS
-    // with tokens, set client_.tls, client_.ca_file and client_.bearer_token
-    // from it here, and every request and page below follows.
-    client_.tls = false;
+    // The port serves HTTPS with the cluster's certificate; this test reads
+    // it as the cluster's admin. Every request and page below follows.
+    client_.tls = true;
+    client_.ca_file = cluster_->ca_cert_path();
+    client_.bearer_token = cluster_->admin_token();
   }
 
   // GET on the HTTP port as this test's client.

@@ -236,11 +236,18 @@ LocalCluster::~LocalCluster() {
   }
 }
 
+std::vector<std::string> LocalCluster::CliArgv(
+    const std::vector<std::string>& args, const std::string& coordinator) const {
+  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
+  for (const std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
+  if (!coordinator.empty()) argv[2] = coordinator;  // after "--coordinator"
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 CliResult LocalCluster::Cli(const std::vector<std::string>& args,
                             std::chrono::seconds timeout) {
-  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
-  for (std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
-  argv.insert(argv.end(), args.begin(), args.end());
+  const std::vector<std::string> argv = CliArgv(args);
   static int counter = 0;
   const std::string log = dir_ + "/cli-" + std::to_string(++counter) + ".out";
   Process cli(argv, log);
@@ -252,10 +259,7 @@ CliResult LocalCluster::Cli(const std::vector<std::string>& args,
 
 std::unique_ptr<Process> LocalCluster::CliInBackground(
     const std::vector<std::string>& args, const std::string& log_path) {
-  std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
-  for (std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
-  argv.insert(argv.end(), args.begin(), args.end());
-  return std::make_unique<Process>(argv, log_path);
+  return std::make_unique<Process>(CliArgv(args), log_path);
 }
 
 std::string LocalCluster::WriteFile(const std::string& name,

@@ -91,6 +91,11 @@ class LocalCluster {
   const std::string& dir() const { return dir_; }
   v1::Jobs::Stub& jobs() { return *stub_; }
 
+  // The command line that runs trainctl with `args` against this cluster
+  // (or against `coordinator` when given): the one place that says how the
+  // CLI reaches a coordinator.
+  std::vector<std::string> CliArgv(const std::vector<std::string>& args,
+                                   const std::string& coordinator = "") const;
   // Runs the trainctl CLI against this cluster.
   CliResult Cli(const std::vector<std::string>& args,
                 std::chrono::seconds timeout = std::chrono::seconds(120));

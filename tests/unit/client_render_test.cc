@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "client/commands.h"
@@ -188,9 +189,11 @@ TEST(RenderTest, StatusOfRunningJobShowsRanksAndMetrics) {
   EXPECT_THAT(s, HasSubstr("Reason:      ranks assigned\n"));
   EXPECT_THAT(s, HasSubstr("Progress:    120/1000 (12.0%)\n"));
   EXPECT_THAT(s, HasSubstr("Train:       loss 0.4321 lr 0.001 (step 120"));
-  EXPECT_THAT(s, HasSubstr("  RANK  WORKER  HOST    STATE    EXIT  MESSAGE\n"
-                           "  0     w1      node-a  RUNNING  -\n"
-                           "  1     w2      node-b  EXITED   137\n"));
+  EXPECT_THAT(s, HasSubstr("  RANK  WORKER  HOST    STATE    JOINED  STEP  PHASE  "
+                           "EXIT  MESSAGE\n"
+                           "  0     w1      node-a  RUNNING  no      -     -      -\n"
+                           "  1     w2      node-b  EXITED   no      -     -      "
+                           "137\n"));
 }
 
 TEST(RenderTest, EventLines) {
@@ -316,7 +319,7 @@ TEST(RecentJobsTest, HidesOnlyFinalJobsThatEndedBeforeTheWindow) {
   EXPECT_EQ(hidden, 2);
 }
 
-TEST(CliTest, NewCommandsHaveExamplesAndPlotRefusesPng) {
+TEST(CliTest, NewCommandsHaveExamplesAndPlotRefusesOtherImageTypes) {
   std::string out, err;
   EXPECT_EQ(RunTrainctl({"logs", "--help"}, &out, &err), 0);
   EXPECT_THAT(out, HasSubstr("trainctl logs job-3 -f --rank 0"));
@@ -324,17 +327,43 @@ TEST(CliTest, NewCommandsHaveExamplesAndPlotRefusesPng) {
   EXPECT_THAT(out, HasSubstr("--from-seq 120"));
   EXPECT_EQ(RunTrainctl({"plot", "--help"}, &out, &err), 0);
   EXPECT_THAT(out, HasSubstr("trainctl plot job-3 -o job-3.svg"));
+  EXPECT_THAT(out, HasSubstr("trainctl plot job-3 -o job-3.png"));
   // Refused before any RPC (no server is listening on this address).
   EXPECT_EQ(RunTrainctl({"--coordinator", "127.0.0.1:1", "plot", "job-1", "-o",
-                         "x.png"},
+                         "x.jpg"},
                         &out, &err),
             2);
-  EXPECT_THAT(err, HasSubstr("only .svg is supported"));
+  EXPECT_THAT(err, HasSubstr("must end in .svg or .png"));
   EXPECT_EQ(RunTrainctl({"metrics", "job-1", "--format", "xml"}, &out, &err),
             2);
   EXPECT_EQ(RunTrainctl({"logs", "job-1", "--since", "yesterday"}, &out, &err),
             2);
   EXPECT_THAT(err, HasSubstr("--since: 'yesterday'"));
+}
+
+TEST(CliTest, EveryCommandsHelpHasExamples) {
+  for (const char* command :
+       {"submit", "list", "status", "cancel", "watch", "checkpoints", "workers",
+        "logs", "metrics", "plot", "version"}) {
+    std::string out, err;
+    EXPECT_EQ(RunTrainctl({command, "--help"}, &out, &err), 0) << command;
+    EXPECT_THAT(out, HasSubstr("Example")) << command;
+    EXPECT_THAT(out, HasSubstr(std::string("trainctl ") + command)) << command;
+  }
+  std::string out, err;
+  EXPECT_EQ(RunTrainctl({"submit", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("--set training.epochs=1"));
+  EXPECT_EQ(RunTrainctl({"watch", "--help"}, &out, &err), 0);
+  EXPECT_THAT(out, HasSubstr("--plain"));
+}
+
+TEST(CliTest, VersionAsJson) {
+  std::string out, err;
+  EXPECT_EQ(RunTrainctl({"version", "--output", "json"}, &out, &err), 0);
+  // gtest's own regex has no [^...]; std::regex has.
+  EXPECT_TRUE(std::regex_match(
+      out, std::regex(R"(\{"trainctl":"[^"]+","grpc":"[^"]+","protobuf":"[^"]+"\}\n)")))
+      << out;
 }
 
 }  // namespace
