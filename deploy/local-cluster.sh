@@ -52,7 +52,7 @@ cpus=$(( $(nproc) / workers )); [ "$cpus" -ge 1 ] || cpus=1
 for i in $(seq 1 "$workers"); do
   "$bin/trainctl-worker" --name "worker-$i" --slots 1 --cpus "$cpus" \
     --ca-cert "$TRAINCTL_CA_CERT" \
-    --join-token "$(cat "$state/state/auth/join.token")" \
+    --join-token-file "$state/state/auth/join.token" \
     --state-dir "$state/worker-$i" \
     > "$state/worker-$i.log" 2>&1 &
   pids+=($!)

@@ -12,6 +12,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/log.h"
 #include "worker/agent/agent.h"
 #include "worker/agent/collective_host.h"
@@ -66,6 +70,23 @@ std::string SelfPath() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "trainctl-worker";
 }
 
+// The join token in `path` (--join-token-file), without the whitespace and
+// newline around it. Errors name the flag and the file.
+absl::StatusOr<std::string> ReadJoinTokenFile(const std::string& path) {
+  absl::StatusOr<std::string> text = trainctl::ReadWholeFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--join-token-file ", path, ": ", text.status().message()));
+  }
+  const std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--join-token-file ", path,
+        ": the file is empty; copy the coordinator's auth/join.token into it"));
+  }
+  return token;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +132,12 @@ int main(int argc, char** argv) {
                  "the cluster's join token (the coordinator's "
                  "auth/join.token), traded once for this worker's certificate")
       ->envname("TRAINCTL_JOIN_TOKEN");
+  std::string join_token_file;
+  app.add_option("--join-token-file", join_token_file,
+                 "read the join token from this file instead (whitespace "
+                 "around it is ignored), so that it appears in no process "
+                 "list or environment")
+      ->envname("TRAINCTL_JOIN_TOKEN_FILE");
   app.add_option("--cert", tls.cert_file,
                  "this worker's certificate, signed by the cluster CA and "
                  "named after --name (instead of --join-token)");
@@ -123,6 +150,21 @@ int main(int argc, char** argv) {
                "--insecure (a demo on loopback)");
   CLI11_PARSE(app, argc, argv);
   if (options.name.empty()) options.name = Hostname();
+  if (!join_token_file.empty()) {
+    if (!tls.join_token.empty()) {
+      fprintf(stderr,
+              "trainctl-worker: --join-token-file and --join-token (or "
+              "TRAINCTL_JOIN_TOKEN) both give the join token; give one\n");
+      return 1;
+    }
+    absl::StatusOr<std::string> token = ReadJoinTokenFile(join_token_file);
+    if (!token.ok()) {
+      fprintf(stderr, "trainctl-worker: %s\n",
+              std::string(token.status().message()).c_str());
+      return 1;
+    }
+    tls.join_token = *token;
+  }
   absl::StatusOr<trainctl::agent::WorkerCredentials> credentials =
       trainctl::agent::ObtainCredentials(tls, options.coordinator, options.name);
   if (!credentials.ok()) {

@@ -8,10 +8,18 @@ Docker cannot run on the build machines, so this reads the files instead:
     earlier stage, and the final stage switches to a USER that is not root;
   * each has a <Dockerfile>.dockerignore keeping .git and build trees out
     of the context;
+  * TLS: the build stage installs libssl-dev (CMake requires OpenSSL) and
+    the final stage gets libssl3 (by name, or through the .deb's Depends);
   * compose.yaml parses, has a coordinator and two workers, every service's
     image is the CPU image the coordinator builds, the coordinator listens
     beyond loopback inside its container, and each worker points at the
-    coordinator's service name and port and has a unique --name.
+    coordinator's service name and port and has a unique --name;
+  * compose is secure: no service runs --insecure; each worker has the CA
+    (TRAINCTL_CA_CERT or --ca-cert) and a join token file from a volume
+    it mounts read-only, its own --state-dir, and never mounts the
+    coordinator's state volume (the CA key); workers and coordinator
+    wait for a one-shot init service that makes the files and copies the CA
+    certificate and join token, and never tls/ca.key, to that volume.
 Exits non-zero with one line per problem.
 """
 
@@ -57,6 +65,7 @@ def check_dockerfile(name):
     args = {}          # ARG defaults declared before the first FROM
     stages = []        # stage names, in order
     user = {}          # stage -> last USER
+    installs = {}      # stage -> the words after `apt-get install`
     for line in logical_lines(path):
         keyword, _, rest = line.partition(" ")
         keyword = keyword.upper()
@@ -84,6 +93,9 @@ def check_dockerfile(name):
                 problem(name, f"COPY --from={source} names no earlier stage")
         elif keyword == "USER" and stages:
             user[stages[-1]] = rest.strip()
+        elif keyword == "RUN" and stages and "apt-get install" in rest:
+            installs.setdefault(stages[-1], []).extend(
+                rest.split("apt-get install", 1)[1].split("&&")[0].split())
     ignore = path + ".dockerignore"
     patterns = open(ignore).read().split() if os.path.exists(ignore) else []
     if not {".git", "build", "build-*"} <= set(patterns):
@@ -92,6 +104,13 @@ def check_dockerfile(name):
     if len(stages) < 2:
         problem(name, f"not a multi-stage build (stages: {stages})")
         return
+    if "libssl-dev" not in installs.get(stages[0], []):
+        problem(name, f"build stage {stages[0]} does not install libssl-dev "
+                "(OpenSSL, for TLS)")
+    final = installs.get(stages[-1], [])
+    if not any(p.startswith("libssl3") or p.endswith(".deb") for p in final):
+        problem(name, f"final stage {stages[-1]} installs no libssl3 (nor the "
+                ".deb, which depends on it)")
     final_user = user.get(stages[-1])
     if final_user is None:
         problem(name, f"final stage {stages[-1]} runs as root (no USER)")
@@ -158,8 +177,66 @@ def check_compose():
         if not wname or wname in names:
             problem("compose.yaml", f"{name}: missing or repeated --name")
         names.add(wname)
+    check_compose_security(services, coordinator, workers)
     if len(problems) == before:
-        print(f"ok: compose.yaml: coordinator + {sorted(workers)} on {image}")
+        print(f"ok: compose.yaml: coordinator + {sorted(workers)} on {image}, "
+              "TLS with a join token from init")
+
+
+def volume_mounts(service):
+    """{mount path: (source, read_only)} of a service's short-form volumes."""
+    mounts = {}
+    for v in service.get("volumes", []):
+        parts = v.split(":")
+        if len(parts) >= 2:
+            mounts[parts[1]] = (parts[0], parts[2:] == ["ro"])
+    return mounts
+
+
+def check_compose_security(services, coordinator, workers):
+    for name, service in services.items():
+        command = service.get("command", [])
+        if "--insecure" in (command if isinstance(command, list)
+                            else shlex.split(command)):
+            problem("compose.yaml", f"{name} runs --insecure")
+    init = services.get("init")
+    if init is None:
+        problem("compose.yaml", "no one-shot init service makes the cluster "
+                "files before the coordinator and workers start")
+        return
+    script = " ".join(init.get("command", []))
+    if "trainctl-coordinator init" not in script or "--san coordinator" \
+            not in script:
+        problem("compose.yaml", "init does not run `trainctl-coordinator "
+                "init ... --san coordinator` (the name workers dial)")
+    if "ca.key" in script:
+        problem("compose.yaml", "init touches tls/ca.key; only ca.crt and "
+                "join.token may leave the coordinator's volume")
+    state_volume = volume_mounts(coordinator).get(
+        flag(coordinator.get("command", []), "--state-dir"), ("?",))[0]
+    for name, service in [("coordinator", coordinator), *workers.items()]:
+        if (service.get("depends_on") or {}).get("init", {}).get(
+                "condition") != "service_completed_successfully":
+            problem("compose.yaml", f"{name} does not wait for init to "
+                    "complete")
+    for name, worker in workers.items():
+        env = worker.get("environment", {})
+        command = worker.get("command", [])
+        mounts = volume_mounts(worker)
+        ca = flag(command, "--ca-cert") or env.get("TRAINCTL_CA_CERT")
+        token = flag(command, "--join-token-file") or \
+            env.get("TRAINCTL_JOIN_TOKEN_FILE")
+        for what, path in (("CA certificate", ca), ("join token file", token)):
+            where = [m for m in mounts if path and path.startswith(m + "/")]
+            if not where or not mounts[where[0]][1]:
+                problem("compose.yaml", f"{name}: its {what} {path!r} is not "
+                        "on a volume mounted read-only")
+        if any(src == state_volume for src, _ in mounts.values()):
+            problem("compose.yaml", f"{name} mounts the coordinator's state "
+                    f"volume {state_volume} (the CA key)")
+        if not flag(command, "--state-dir"):
+            problem("compose.yaml", f"{name} has no --state-dir for its "
+                    "certificate")
 
 
 check_dockerfile("Dockerfile.cpu")

@@ -5,14 +5,19 @@
                           the schema validator (k8s/validate.mjs).
 Checks, one FAIL line per problem:
   * kustomization.yaml lists exactly the manifest files here but the
-    Secret with empty placeholders (secret-tls.yaml);
+    Secret with empty placeholders (secret-join.yaml);
   * every workload's selector matches its pod template's labels, and every
     Service selects some pod template;
   * the StatefulSet's serviceName is a headless Service, it has a
     volumeClaimTemplate mounted at its --state-dir, and runs one replica;
-  * every gRPC probe's port is a containerPort of its container and the
-    port the coordinator --listen's on; the coordinator has readiness and
-    liveness probes;
+  * every probe's port is a containerPort of its container; the
+    coordinator runs TLS (no --insecure), so its startup, readiness and
+    liveness probes are HTTPS GETs of /healthz on its --http-listen port
+    (the kubelet's grpc: probes cannot speak TLS), and its --san names
+    cover the client Service and TRAINCTL_COORDINATOR's host;
+  * each worker's --ca-cert and --join-token-file are keys of a Secret
+    volume it mounts read-only (and can read: fsGroup or the mode), and
+    its --state-dir is a writable mount;
   * the worker DaemonSet requests nvidia.com/gpu;
   * every configMapKeyRef and secret volume names an object (and key) here,
     and TRAINCTL_COORDINATOR names the client Service and its port;
@@ -66,10 +71,10 @@ def main():
     with open(os.path.join(K8S, "kustomization.yaml"), encoding="utf-8") as f:
         listed = set(yaml.safe_load(f).get("resources", []))
     # The Secret's empty placeholders must never be applied over real keys.
-    files = {e["file"] for e in objects} - {"secret-tls.yaml"}
+    files = {e["file"] for e in objects} - {"secret-join.yaml"}
     if listed != files:
         problem(f"kustomization.yaml resources {sorted(listed)} != manifest "
-                f"files but secret-tls.yaml {sorted(files)}")
+                f"files but secret-join.yaml {sorted(files)}")
 
     workloads = {**by_kind.get("StatefulSet", {}),
                  **by_kind.get("DaemonSet", {}),
@@ -113,6 +118,7 @@ def main():
             .get("resources", {}).get("limits", {})
         if int(limits.get("nvidia.com/gpu", 0)) < 1:
             problem("trainctl-worker does not request nvidia.com/gpu")
+        check_worker(workers, by_kind)
     return objects
 
 
@@ -140,13 +146,61 @@ def check_refs(name, container, pod, by_kind):
         problem(f"{name}: volumeMount {m} has no volume")
 
 
+def container_port(container, port):
+    """The number of a probe's port (a number or a port's name), or None."""
+    for p in container.get("ports", []):
+        if port in (p["containerPort"], p.get("name")):
+            return p["containerPort"]
+    return None
+
+
 def check_probes(name, container):
-    ports = {p["containerPort"] for p in container.get("ports", [])}
+    ports = sorted(p["containerPort"] for p in container.get("ports", []))
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
-        probe = container.get(kind)
-        if probe and "grpc" in probe and probe["grpc"]["port"] not in ports:
-            problem(f"{name}: {kind} grpc port {probe['grpc']['port']} is "
-                    f"not a containerPort {sorted(ports)}")
+        probe = container.get(kind) or {}
+        for handler in ("grpc", "httpGet", "tcpSocket"):
+            if handler in probe and \
+                    container_port(container, probe[handler]["port"]) is None:
+                problem(f"{name}: {kind} {handler} port "
+                        f"{probe[handler]['port']} is not a containerPort "
+                        f"{ports}")
+
+
+def check_worker(ds, by_kind):
+    pod = ds["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    args = c.get("args", [])
+    if "--insecure" in args:
+        problem("trainctl-worker runs --insecure")
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for flag in ("--ca-cert", "--join-token-file"):
+        path = flag_value(args, flag)
+        if not path:
+            problem(f"trainctl-worker has no {flag}")
+            continue
+        directory, _, key = path.rpartition("/")
+        mount = mounts.get(directory)
+        secret = volumes.get(mount["name"], {}).get("secret") if mount else None
+        if not secret or not mount.get("readOnly"):
+            problem(f"trainctl-worker {flag}={path} is not in a Secret volume "
+                    "mounted read-only")
+            continue
+        data = by_kind.get("Secret", {}).get(secret["secretName"], {})
+        if key not in {**data.get("data", {}), **data.get("stringData", {})}:
+            problem(f"trainctl-worker {flag}={path}: Secret "
+                    f"{secret['secretName']} has no key {key}")
+        mode = secret.get("defaultMode", 0o644)
+        context = pod.get("securityContext", {})
+        group_reads = mode & 0o040 and context.get("fsGroup") is not None
+        if not (mode & 0o004 or group_reads):
+            problem(f"trainctl-worker (uid {context.get('runAsUser')}) cannot "
+                    f"read {path}: mode {mode:o} of a root-owned file, without "
+                    "an fsGroup and group read")
+    state = flag_value(args, "--state-dir")
+    if state not in mounts or mounts[state].get("readOnly"):
+        problem(f"trainctl-worker --state-dir {state!r} is not a writable "
+                "mount (the root filesystem is read-only)")
 
 
 def check_coordinator(sts, services, by_kind):
@@ -164,9 +218,35 @@ def check_coordinator(sts, services, by_kind):
     if not listen.startswith("0.0.0.0:"):
         problem(f"coordinator --listen {listen!r} is not reachable from "
                 "other pods")
-    for kind in ("readinessProbe", "livenessProbe"):
-        if c.get(kind, {}).get("grpc", {}).get("port") != port:
-            problem(f"coordinator {kind} is not a grpc probe on port {port}")
+    args = c.get("args", [])
+    if "--insecure" in args:
+        problem("the coordinator runs --insecure")
+    http_port = int((flag_value(args, "--http-listen") or ":0")
+                    .rpartition(":")[2] or 0)
+    if not http_port:
+        problem("the coordinator has no --http-listen port for /healthz")
+    if container_port(c, port) is None:
+        problem(f"the coordinator's --listen port {port} is not a "
+                "containerPort")
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = c.get(kind, {})
+        get = probe.get("httpGet", {})
+        if "grpc" in probe:
+            problem(f"coordinator {kind} is a grpc probe: the kubelet's "
+                    "cannot speak TLS")
+        elif get.get("path") != "/healthz" or get.get("scheme") != "HTTPS" \
+                or container_port(c, get.get("port")) != http_port:
+            problem(f"coordinator {kind} is not an HTTPS GET of /healthz on "
+                    f"the --http-listen port {http_port}: {probe}")
+    sans = {a.split("=", 1)[1] for a in args if a.startswith("--san=")}
+    client_name = [n for n, svc in services.items()
+                   if svc["spec"].get("clusterIP") != "None"]
+    namespace = sts["metadata"]["namespace"]
+    for n in client_name:
+        for want in (n, f"{n}.{namespace}", f"{n}.{namespace}.svc"):
+            if want not in sans:
+                problem(f"the coordinator's --san names lack {want} (the "
+                        f"client Service): {sorted(sans)}")
     state_dir = flag_value(c.get("args", []), "--state-dir")
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates", [])}
     if not any(m["name"] in claims and m["mountPath"] == state_dir
@@ -175,6 +255,9 @@ def check_coordinator(sts, services, by_kind):
     address = by_kind.get("ConfigMap", {}).get("trainctl-config", {}) \
         .get("data", {}).get("TRAINCTL_COORDINATOR", "")
     host, _, svc_port = address.rpartition(":")
+    if host not in sans:
+        problem(f"TRAINCTL_COORDINATOR's host {host} is not among the "
+                f"coordinator's --san names, so workers cannot verify it")
     client = services.get(host.split(".")[0])
     if client is None or client["spec"].get("clusterIP") == "None" or \
             int(svc_port or 0) not in [p["port"] for p in client["spec"]["ports"]]:

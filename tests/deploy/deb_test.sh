@@ -102,9 +102,10 @@ check_version trainctl-worker "$("$root/trainctl-worker" --version)"
 for p in trainctl trainctl-coordinator trainctl-worker; do
   "$root/$p" --help > /dev/null || { echo "FAIL: $p --help" >&2; exit 1; }
 done
-# shellcheck disable=SC2016  # the unit's own variable, kept literal
-grep -qxF 'ExecStart=/usr/bin/trainctl-worker $TRAINCTL_WORKER_ARGS' \
-  "$tmp/root/usr/lib/systemd/system/trainctl-worker.service" || {
-  echo "FAIL: the packaged worker unit does not run /usr/bin/trainctl-worker" >&2
-  exit 1; }
+for unit in trainctl-coordinator trainctl-worker; do
+  grep -q "^ExecStart=/usr/bin/$unit " \
+    "$tmp/root/usr/lib/systemd/system/$unit.service" || {
+    echo "FAIL: the packaged $unit unit does not run /usr/bin/$unit" >&2
+    exit 1; }
+done
 echo "ok: extracted programs run; packaged units run /usr/bin"

@@ -1,9 +1,15 @@
 #!/usr/bin/python3
-"""trainctl-coordinator serves grpc.health.v1.Health (what Kubernetes' grpc
-probes call) on its --listen port:
-  * Check("") and Check of each trainctl service answer SERVING;
+"""trainctl-coordinator serves grpc.health.v1.Health on its --listen port,
+over TLS by default:
+  * with the cluster CA the coordinator made in its --state-dir, Check("")
+    and Check of each trainctl service answer SERVING, without a token,
+    while a trainctl call without a token is UNAUTHENTICATED;
   * Check of an unknown service fails with NOT_FOUND;
-  * a Watch("") stream sees NOT_SERVING as soon as SIGTERM starts shutdown.
+  * plaintext, and TLS verified with another cluster's CA, do not get
+    through (UNAVAILABLE);
+  * a Watch("") stream sees NOT_SERVING as soon as SIGTERM starts shutdown;
+  * with --insecure (and only then) plaintext works, and the coordinator
+    warns that it is insecure.
 Uses Debian's python3-grpcio with raw bytes (HealthCheckRequest is one string
 field, HealthCheckResponse one enum), so no generated code is needed.
 Skipped (77) without python3-grpcio.
@@ -24,6 +30,7 @@ except ImportError:
     sys.exit(77)
 
 BIN = os.environ["TRAINCTL_BIN_DIR"]
+COORDINATOR = os.path.join(BIN, "trainctl-coordinator")
 SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
 
 
@@ -32,45 +39,105 @@ def request(service):
     return (b"\x0a" + bytes([len(data)]) + data) if data else b""
 
 
+def start(tmp, name, *flags):
+    """A coordinator on 127.0.0.1:0 with its state in tmp/name; returns the
+    process, its port and its log file."""
+    port_file = os.path.join(tmp, name + ".port")
+    log = open(os.path.join(tmp, name + ".log"), "w+")
+    process = subprocess.Popen(
+        [COORDINATOR, "--listen", "127.0.0.1:0", "--port-file", port_file,
+         "--state-dir", os.path.join(tmp, name), *flags],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(port_file):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            log.seek(0)
+            sys.exit(f"FAIL: coordinator {name} did not start:\n" + log.read())
+        time.sleep(0.05)
+    return process, open(port_file).read().strip(), log
+
+
+def stop(process):
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
+def health_check(channel, service=""):
+    return channel.unary_unary("/grpc.health.v1.Health/Check")(
+        request(service), timeout=5)
+
+
+def expect_code(what, call, code):
+    try:
+        call()
+    except grpc.RpcError as e:
+        if e.code() != code:
+            sys.exit(f"FAIL: {what} gave {e.code()}, want {code}")
+        return
+    sys.exit(f"FAIL: {what} succeeded, want {code}")
+
+
+def tls_channel(port, ca_path):
+    with open(ca_path, "rb") as f:
+        credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+    return grpc.secure_channel(f"127.0.0.1:{port}", credentials)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        port_file = os.path.join(tmp, "port")
-        log = open(os.path.join(tmp, "coordinator.log"), "w+")
-        coordinator = subprocess.Popen(
-            [os.path.join(BIN, "trainctl-coordinator"), "--listen",
-             "127.0.0.1:0", "--port-file", port_file, "--state-dir",
-             os.path.join(tmp, "state")], stdout=log, stderr=subprocess.STDOUT)
+        # Another cluster's CA, made ahead of time by `init`.
+        subprocess.run([COORDINATOR, "init", "--state-dir",
+                        os.path.join(tmp, "other")], check=True,
+                       stdout=subprocess.DEVNULL)
+        coordinator, port, _ = start(tmp, "state")
         try:
-            deadline = time.monotonic() + 20
-            while not os.path.exists(port_file):
-                if coordinator.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    sys.exit("FAIL: coordinator did not start:\n" + log.read())
-                time.sleep(0.05)
-            port = open(port_file).read().strip()
-            check(port, coordinator)
+            check_secure(tmp, port, coordinator)
         finally:
-            if coordinator.poll() is None:
-                coordinator.kill()
-            coordinator.wait()
+            stop(coordinator)
+        insecure, port, log = start(tmp, "insecure", "--insecure")
+        try:
+            check_insecure(port, log)
+        finally:
+            stop(insecure)
 
 
-def check(port, coordinator):
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    check_call = channel.unary_unary("/grpc.health.v1.Health/Check")
+def check_secure(tmp, port, coordinator):
+    ca = os.path.join(tmp, "state", "tls", "ca.crt")
+    if not os.path.exists(ca):
+        sys.exit(f"FAIL: the coordinator made no {ca} on its first start")
+    channel = tls_channel(port, ca)
     for service in ("", "trainctl.v1.Jobs", "trainctl.v1.Workers",
                     "trainctl.v1.Rendezvous"):
-        reply = check_call(request(service), timeout=5)
+        reply = health_check(channel, service)
         if reply != SERVING:
             sys.exit(f"FAIL: Check({service!r}) = {reply!r}, want SERVING")
-        print(f"ok: Check({service!r}) = SERVING")
-    try:
-        check_call(request("no.such.Service"), timeout=5)
-        sys.exit("FAIL: Check of an unknown service succeeded")
-    except grpc.RpcError as e:
-        if e.code() != grpc.StatusCode.NOT_FOUND:
-            sys.exit(f"FAIL: unknown service gave {e.code()}, want NOT_FOUND")
+        print(f"ok: TLS with the cluster CA, no token: Check({service!r}) = "
+              "SERVING")
+    expect_code("Check('no.such.Service')",
+                lambda: health_check(channel, "no.such.Service"),
+                grpc.StatusCode.NOT_FOUND)
     print("ok: Check('no.such.Service') = NOT_FOUND")
+    # ListJobsRequest{} is the empty message.
+    expect_code("ListJobs without a token",
+                lambda: channel.unary_unary("/trainctl.v1.Jobs/ListJobs")(
+                    b"", timeout=5),
+                grpc.StatusCode.UNAUTHENTICATED)
+    print("ok: trainctl.v1.Jobs/ListJobs without a token = UNAUTHENTICATED")
+
+    expect_code("plaintext Check('') on the TLS port",
+                lambda: health_check(
+                    grpc.insecure_channel(f"127.0.0.1:{port}")),
+                grpc.StatusCode.UNAVAILABLE)
+    print("ok: plaintext without --insecure does not get through "
+          "(UNAVAILABLE)")
+    expect_code("Check('') verified with another cluster's CA",
+                lambda: health_check(tls_channel(
+                    port, os.path.join(tmp, "other", "tls", "ca.crt"))),
+                grpc.StatusCode.UNAVAILABLE)
+    print("ok: TLS verified with another cluster's CA does not get through "
+          "(UNAVAILABLE)")
 
     watch = channel.unary_stream("/grpc.health.v1.Health/Watch")(
         request(""), timeout=15)
@@ -92,6 +159,16 @@ def check(port, coordinator):
     if coordinator.wait(timeout=15) != 0:
         sys.exit(f"FAIL: coordinator exited {coordinator.returncode} on SIGTERM")
     print("ok: coordinator exits 0 on SIGTERM")
+
+
+def check_insecure(port, log):
+    reply = health_check(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    if reply != SERVING:
+        sys.exit(f"FAIL: --insecure: plaintext Check('') = {reply!r}")
+    log.seek(0)
+    if "--insecure" not in log.read():
+        sys.exit("FAIL: the coordinator does not warn that it runs --insecure")
+    print("ok: --insecure: plaintext Check('') = SERVING, and it warns")
 
 
 main()

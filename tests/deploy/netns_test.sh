@@ -15,7 +15,10 @@
 # (fault_tolerance.min_workers 1), the link comes back, the cut-off worker
 # registers again with nothing left running, and the job ends SUCCEEDED.
 # Checked through the CLI (`status`, `list`, `workers`, `checkpoints` with
-# --output json) and the job's events (`watch --output json`).
+# --output json) and the job's events (`watch --output json`). Everything
+# runs secure, as deployed: TLS with the CA the coordinator makes on its
+# first start, workers joining with its join token, the CLI with its admin
+# token.
 #
 # No namespace has a default route, so nothing can leave the namespaces;
 # only their private addresses and loopback are used. Needs root and
@@ -129,7 +132,12 @@ print(eval(sys.argv[1], {}, {"j": json.load(sys.stdin)}))' "$1"
 }
 
 # ---- How the programs are started: the one place for transport flags ----
-# (TLS certificates or --insecure go into these three functions.)
+# Secure, as deployed: the coordinator makes the cluster's CA, its server
+# certificate (naming $HUB_IP, the address the others dial) and the tokens
+# in its state directory on its first start. Each worker verifies it with
+# the CA and trades the join token for its own certificate, kept in its own
+# state directory (w1 takes the token as --join-token, w2 reads the file with
+# --join-token-file); the CLI uses the CA and the admin token.
 
 # start NS NAME PROGRAM ARGS...: runs PROGRAM in namespace NS in the
 # background, its output in $tmp/NAME.log.
@@ -139,22 +147,32 @@ start() {
   ip netns exec "$ns" "$@" > "$tmp/$name.log" 2>&1 &
   pids+=("$!")
 }
+CA_CERT="$tmp/state/tls/ca.crt"
+JOIN_TOKEN_FILE="$tmp/state/auth/join.token"
+ADMIN_TOKEN_FILE="$tmp/state/auth/admin.token"
 start_coordinator() {
   start "$hub" coordinator "$COORDINATOR_BIN" --listen "$HUB_IP:0" \
-    --port-file "$tmp/port" --state-dir "$tmp/state" \
+    --san "$HUB_IP" --port-file "$tmp/port" --state-dir "$tmp/state" \
     --lease-ms "$LEASE_MS" --heartbeat-ms "$HEARTBEAT_MS"
 }
 # start_worker NAME [FLAGS...]: one slot, one core.
 start_worker() {
-  local name=$1
+  local name=$1 token
   shift
+  if [ "$name" = w1 ]; then
+    token=(--join-token "$(cat "$JOIN_TOKEN_FILE")")
+  else
+    token=(--join-token-file "$JOIN_TOKEN_FILE")
+  fi
   start "${worker_ns[$name]}" "$name" "$WORKER_BIN" \
     --coordinator "$coordinator" --name "$name" --slots 1 --cpus 1 \
+    --ca-cert "$CA_CERT" "${token[@]}" --state-dir "$tmp/$name-state" \
     --kill-grace-ms 1000 "$@"
 }
 # cli ARGS...: trainctl from the coordinator's namespace, bounded.
 cli() {
-  timeout 20 ip netns exec "$hub" "$CLI_BIN" --coordinator "$coordinator" "$@"
+  timeout 20 ip netns exec "$hub" "$CLI_BIN" --coordinator "$coordinator" \
+    --ca-cert "$CA_CERT" --token "$(cat "$ADMIN_TOKEN_FILE")" "$@"
 }
 
 # ---- The network ----
@@ -192,6 +210,9 @@ say "ok: namespaces $hub, ${worker_ns[w1]}, ${worker_ns[w2]} on bridge 10.231.0.
 start_coordinator
 wait_until 20 "the coordinator writes its port" test -s "$tmp/port"
 coordinator="$HUB_IP:$(cat "$tmp/port")"
+for f in "$CA_CERT" "$JOIN_TOKEN_FILE" "$ADMIN_TOKEN_FILE"; do
+  [ -s "$f" ] || fail "the coordinator made no $f on its first start"
+done
 # Other ranks reach a worker's ranks at its collective host, which Gloo
 # binds: w1 is told its address, w2 finds it (the local address of its
 # route to the coordinator; the hostname would resolve to loopback here).
@@ -205,7 +226,10 @@ workers_registered() {
 }
 wait_until 60 "w1 and w2 register with their namespace addresses" workers_registered
 t_ready=$(now_ms)
-say "ok: coordinator at $coordinator, workers w1 and w2 registered with their namespace addresses"
+for w in w1 w2; do
+  [ -s "$tmp/$w-state/worker.crt" ] || fail "$w kept no certificate in $tmp/$w-state"
+done
+say "ok: coordinator at $coordinator (TLS), workers w1 and w2 joined and registered with their namespace addresses"
 
 cat > "$tmp/job.yaml" << EOF
 name: netns

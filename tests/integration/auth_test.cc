@@ -253,6 +253,8 @@ TEST_F(AuthTest, LoginSavesTheTokenPrivatelyAndLaterCommandsUseIt) {
 
 TEST_F(AuthTest, WorkersNeedACertificateFromTheClusterNamedAfterThem) {
   const std::string ca = cluster_->ca_cert_path();
+  const std::string blank_token = cluster_->dir() + "/blank.token";
+  std::ofstream(blank_token) << " \n";
   struct Case {
     std::string name;
     std::vector<std::string> flags;
@@ -270,6 +272,16 @@ TEST_F(AuthTest, WorkersNeedACertificateFromTheClusterNamedAfterThem) {
        {"--ca-cert", ca, "--cert", cluster_->dir() + "/w1-state/worker.crt",
         "--key", cluster_->dir() + "/w1-state/worker.key"},
        "the certificate is for 'w1'"},
+      // --join-token-file: a missing or blank file, or both ways at once.
+      {"x8",
+       {"--ca-cert", ca, "--join-token-file", cluster_->dir() + "/no.token"},
+       "--join-token-file " + cluster_->dir() + "/no.token: cannot open"},
+      {"x9", {"--ca-cert", ca, "--join-token-file", blank_token},
+       "--join-token-file " + blank_token + ": the file is empty"},
+      {"x10",
+       {"--ca-cert", ca, "--join-token", "tcjoin_x", "--join-token-file",
+        blank_token},
+       "--join-token-file and --join-token"},
   };
   for (const Case& c : cases) {
     Process& worker = cluster_->StartWorker(c.name, 1, 1, c.flags,
