@@ -232,10 +232,10 @@ absl::StatusOr<int> CoordinatorServer::Start() {
       return http_port.status();
     }
     http_port_ = *http_port;
-    TLOG_INFO << (options_.tls_cert_file.empty() ? "HTTP" : "HTTPS")
+    TLOG_INFO << (security_.server_cert_file.empty() ? "HTTP" : "HTTPS")
               << " (/metrics, /healthz, dashboard) on port " << http_port_
-              << (options_.bearer_check ? ", bearer tokens required"
-                                        : ", no authentication");
+              << (security_.auth->insecure() ? ", no authentication"
+                                             : ", bearer tokens required");
   }
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;
