@@ -10,8 +10,6 @@
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +17,8 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/atomic_file.h"
 #include "common/spec.h"
@@ -35,16 +35,17 @@ using ::testing::StartsWith;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
 // The values each rank contributes at a log step (TrainResult::logged).
-const char* const kRankValues[] = {"loss",       "step_ms", "samples_per_sec",
-                                   "data_ms",    "compute_ms", "comm_ms",
-                                   "optimizer_ms"};
+const char* const kRankValues[] = {
+    "loss",       "step_ms", "samples_per_sec", "data_ms",
+    "compute_ms", "comm_ms", "optimizer_ms"};
 
 c10::intrusive_ptr<c10d::ProcessGroup> GlooGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->devices.push_back(
       c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world,
+                                                     options);
 }
 
 // Three ranks with known values, one of them without a value (NaN).
@@ -105,13 +106,17 @@ class RankMetricsTest : public ::testing::Test {
     std::string text =
         "ranks: " + std::to_string(ranks) +
         "\nseed: 3\nmodel: {type: mlp, hidden: [32]}\n"
-        "data:\n  train_images: " + std::string(kData) +
+        "data:\n  train_images: " +
+        std::string(kData) +
         "train-images-idx3-ubyte.gz\n"
-        "  train_labels: " + std::string(kData) + "train-labels-idx1-ubyte.gz\n"
+        "  train_labels: " +
+        std::string(kData) +
+        "train-labels-idx1-ubyte.gz\n"
         "  train_limit: 1280\n  eval_fraction: 0.2\n"
         "optimizer: {type: sgd, lr: 0.05}\n"
         "training: {batch_size: 64, max_steps: 12, log_every_steps: 4,"
-        " eval_every_steps: 8" + extra_training + "}\n";
+        " eval_every_steps: 8" +
+        extra_training + "}\n";
     if (!tensorboard_dir.empty()) {
       text += "tensorboard: {dir: " + tensorboard_dir + "}\n";
     }
@@ -263,7 +268,8 @@ TEST_F(RankMetricsTest, TheEventFileHoldsExactlyWhatWasReported) {
     std::map<std::string, double> sorted(p.values().begin(), p.values().end());
     for (const auto& [key, value] : sorted) {
       expected.push_back({p.kind() + "/" + key, p.step(),
-                          static_cast<float>(value), p.time_unix_ms() / 1000.0});
+                          static_cast<float>(value),
+                          p.time_unix_ms() / 1000.0});
     }
   }
   EXPECT_EQ(charted_points, 5);  // 3 train, 2 eval
@@ -288,7 +294,8 @@ TEST_F(RankMetricsTest, TheEventFileHoldsExactlyWhatWasReported) {
   ASSERT_EQ(losses.size(), 3u);
   EXPECT_EQ(losses[0].first, 4);
   EXPECT_EQ(losses[2].first, 12);
-  EXPECT_EQ(losses[2].second, static_cast<float>(Value(Reported("train").back(), "loss")));
+  EXPECT_EQ(losses[2].second,
+            static_cast<float>(Value(Reported("train").back(), "loss")));
 
   reported_.clear();
   Run(spec, /*generation=*/2);

@@ -31,7 +31,8 @@ absl::StatusOr<TensorBoardEventFile> ReadTensorBoardEventFile(
     };
     if (bytes->size() - at < 12) return fail("truncated header");
     const uint64_t length = LittleEndian(*bytes, at, 8);
-    const uint32_t length_crc = static_cast<uint32_t>(LittleEndian(*bytes, at + 8, 4));
+    const uint32_t length_crc =
+        static_cast<uint32_t>(LittleEndian(*bytes, at + 8, 4));
     if (length_crc != train::MaskCrc32c(train::Crc32c(bytes->substr(at, 8)))) {
       return fail("length CRC does not match");
     }
@@ -51,8 +52,8 @@ absl::StatusOr<TensorBoardEventFile> ReadTensorBoardEventFile(
       file.file_version = event.file_version();
     }
     for (const auto& v : event.summary().value()) {
-      file.scalars.push_back({v.tag(), event.step(), v.simple_value(),
-                              event.wall_time()});
+      file.scalars.push_back(
+          {v.tag(), event.step(), v.simple_value(), event.wall_time()});
     }
     ++file.events;
     at += 12 + length + 4;

@@ -37,7 +37,9 @@ TEST(Crc32cTest, MatchesPublishedVectors) {
   EXPECT_EQ(Crc32c(descending), 0x113FDB5Cu);
 }
 
-std::string Hex(const std::string& bytes) { return absl::BytesToHexString(bytes); }
+std::string Hex(const std::string& bytes) {
+  return absl::BytesToHexString(bytes);
+}
 
 // The bytes TensorBoard's writers put in a file for these two events: the
 // file_version record and a scalar "v/1" = 1.5 at step 1, both at wall time
@@ -86,8 +88,11 @@ TEST_F(TensorBoardWriterTest, RoundTripsScalarsThroughTheReader) {
                   ->WriteScalars(10, 1700000001.25,
                                  {{"train/loss", 2.5}, {"train/lr", 1e-3}})
                   .ok());
-  ASSERT_TRUE((*writer)->WriteScalars(20, 1700000002.5, {{"train/loss", 1.75}}).ok());
-  ASSERT_TRUE((*writer)->WriteScalars(20, 1700000003, {{"eval/eval_loss", 1.0 / 3}}).ok());
+  ASSERT_TRUE(
+      (*writer)->WriteScalars(20, 1700000002.5, {{"train/loss", 1.75}}).ok());
+  ASSERT_TRUE((*writer)
+                  ->WriteScalars(20, 1700000003, {{"eval/eval_loss", 1.0 / 3}})
+                  .ok());
 
   // Readable while the writer is still open: nothing waits in a buffer.
   absl::StatusOr<testing::TensorBoardEventFile> file =
@@ -162,7 +167,8 @@ TEST_F(TensorBoardWriterTest, TheReaderRejectsBadCrcsAndTruncation) {
   };
   EXPECT_THAT(damaged(second, 0), HasSubstr("record 1 at byte 40: length CRC"));
   EXPECT_THAT(damaged(second + 8, 0), HasSubstr("length CRC"));
-  EXPECT_THAT(damaged(second + 14, 0), HasSubstr("record 1 at byte 40: data CRC"));
+  EXPECT_THAT(damaged(second + 14, 0),
+              HasSubstr("record 1 at byte 40: data CRC"));
   EXPECT_THAT(damaged(good->size() - 1, 0), HasSubstr("data CRC"));
   EXPECT_THAT(damaged(0, -3), HasSubstr("truncated data"));
   EXPECT_THAT(damaged(0, 0), StartsWith(dir_ + "/damaged: record 0"));

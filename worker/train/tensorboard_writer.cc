@@ -43,7 +43,8 @@ void AppendLittleEndian(uint64_t value, int bytes, std::string* out) {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path,
                         int error) {
-  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(error));
+  std::string message =
+      absl::StrCat(what, " ", path, ": ", std::strerror(error));
   if (error == EACCES || error == EPERM) {
     return absl::PermissionDeniedError(message);
   }
@@ -92,14 +93,15 @@ std::string HostName() {
 absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Create(
     const std::string& dir, int64_t unix_seconds, const std::string& host) {
   if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
-  const std::string base = absl::StrCat(dir, "/", EventFileName(unix_seconds, host));
+  const std::string base =
+      absl::StrCat(dir, "/", EventFileName(unix_seconds, host));
   std::string path = base;
   int fd = -1;
   for (int suffix = 0; suffix <= kMaxNameSuffix; ++suffix) {
     path = suffix == 0 ? base : absl::StrCat(base, ".", suffix);
     // O_EXCL: never append to another run's (or an earlier generation's) file.
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                0644);
+    fd = ::open(path.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) return ErrnoError("cannot create", path, errno);

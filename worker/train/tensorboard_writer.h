@@ -53,7 +53,8 @@ class TensorBoardWriter {
   const std::string& path() const { return path_; }
 
  private:
-  TensorBoardWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  TensorBoardWriter(int fd, std::string path)
+      : fd_(fd), path_(std::move(path)) {}
   absl::Status Append(const std::string& event_bytes);
 
   int fd_;
