@@ -203,6 +203,16 @@ void ReadCheckpoint(SpecReader& top, v1::CheckpointSpec* c, Errors* errors) {
   s.RejectUnknown();
 }
 
+void ReadTensorBoard(SpecReader& top, v1::TensorBoardSpec* tb, Errors* errors) {
+  SpecReader s(top.Child("tensorboard"), "tensorboard", errors);
+  tb->set_dir(s.String("dir", ""));
+  if (!tb->dir().empty() && tb->dir().front() != '/') {
+    s.Error(s.Path("dir"), "must be an absolute path (ranks run in the worker's "
+                           "directory, not yours)");
+  }
+  s.RejectUnknown();
+}
+
 void ReadFaultTolerance(SpecReader& top, int ranks,
                         v1::FaultToleranceSpec* f, Errors* errors) {
   SpecReader s(top.Child("fault_tolerance"), "fault_tolerance", errors);
@@ -320,6 +330,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   ReadTraining(top, spec.mutable_training(), &errors);
   ReadCheckpoint(top, spec.mutable_checkpoint(), &errors);
   ReadFaultTolerance(top, spec.ranks(), spec.mutable_fault_tolerance(), &errors);
+  ReadTensorBoard(top, spec.mutable_tensorboard(), &errors);
   const bool lm = spec.model().type() == "gpt" ||
                   spec.data().format() == "tokens" ||
                   spec.data().format() == "text";

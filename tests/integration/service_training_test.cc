@@ -1,13 +1,19 @@
 // Training features through the whole service (coordinator, two workers,
 // rank processes): a TorchScript model exported by the shipped Python
-// script, and a small character GPT on CSV-free token data.
+// script, a small character GPT on CSV-free token data, and the
+// TensorBoard event file of a job.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
 #include <cstdlib>
+#include <map>
 
 #include "local_cluster.h"
+#include "tests/unit/tensorboard_reader.h"
+#include "worker/train/tensorboard_writer.h"
 
 namespace trainctl::testing {
 namespace {
@@ -88,6 +94,51 @@ TEST_F(ServiceTrainingTest, CharacterGptLearnsWithEveryLoopFeature) {
   // Uniform over 256 bytes is ln 256 = 5.55 nats; it must learn well past it.
   EXPECT_LT(eval_losses.back(), 3.2);
   EXPECT_LT(eval_losses.back(), eval_losses.front());
+}
+
+// The rank process writes <dir>/<job id>/events.out.tfevents.<s>.<host>,
+// holding exactly the train and eval values the job's events carry.
+TEST_F(ServiceTrainingTest, TheEventFileMatchesTheJobsMetrics) {
+  const std::string tb = cluster_->dir() + "/tensorboard";
+  const std::string data = "/usr/share/datasets/fashion-mnist/";
+  const std::string spec = cluster_->WriteFile(
+      "tb.yaml",
+      "name: tb\nranks: 2\nseed: 6\nmodel: {type: mlp, hidden: [32]}\n"
+      "data:\n  train_images: " + data + "train-images-idx3-ubyte.gz\n"
+      "  train_labels: " + data + "train-labels-idx1-ubyte.gz\n"
+      "  train_limit: 1280\n  eval_fraction: 0.2\n"
+      "training: {batch_size: 64, max_steps: 12, log_every_steps: 4}\n"
+      "tensorboard: {dir: " + tb + "}\n");
+  CliResult submit = cluster_->Cli({"submit", spec, "--follow"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.output;
+  const std::string id = JobIdFrom(submit.output);
+  // (tag, step) -> value, as the job reported it.
+  std::map<std::pair<std::string, int64_t>, float> reported;
+  for (const v1::JobEvent& e : cluster_->Events(id)) {
+    const auto& m = e.metric();
+    if (!e.has_metric() || (m.kind() != "train" && m.kind() != "eval")) continue;
+    for (const auto& [key, value] : m.values()) {
+      reported[{m.kind() + "/" + key, m.step()}] = static_cast<float>(value);
+    }
+  }
+  ASSERT_GT(reported.count({"train/loss_max", 12}), 0u);
+  ASSERT_GT(reported.count({"eval/eval_accuracy", 12}), 0u);
+  std::vector<std::string> files;
+  if (DIR* d = opendir((tb + "/" + id).c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') files.push_back(tb + "/" + id + "/" + e->d_name);
+    }
+    closedir(d);
+  }
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_THAT(files[0], ::testing::MatchesRegex(
+                            ".*/events\\.out\\.tfevents\\.[0-9]+\\." +
+                            train::HostName()));
+  absl::StatusOr<TensorBoardEventFile> file = ReadTensorBoardEventFile(files[0]);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::map<std::pair<std::string, int64_t>, float> written;
+  for (const auto& s : file->scalars) written[{s.tag, s.step}] = s.value;
+  EXPECT_EQ(written, reported);
 }
 
 TEST_F(ServiceTrainingTest, DryRunPrintsTheResolvedSpecAndTotalSteps) {

@@ -130,6 +130,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "checkpoint: {dir: /c, keep_best_by: f1, keep_best_mode: up}",
                 "checkpoint.keep_best_mode: unknown mode 'up' (known: min, max)"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "tensorboard: {dir: runs}",
+                "tensorboard.dir: must be an absolute path"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "tensorboard: {dir: /runs, every: 5}",
+                "tensorboard.every: unknown field"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "tensorboard: /runs",
+                "tensorboard: must be a mapping"},
         BadCase{"ranks: 2\nmodel: mlp\ndata: {train_images: a, "
                 "train_labels: b}\nfault_tolerance: {min_workers: 3}",
                 "fault_tolerance.min_workers: 3 is more than ranks (2)"},
@@ -145,6 +154,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[1, 2", "spec: not valid YAML or JSON"},
         BadCase{"- a\n- b", "spec: must be a mapping"},
         BadCase{"", "spec: is empty"}));
+
+TEST(SpecTest, TensorBoardIsOffUnlessADirIsGiven) {
+  const std::string base = "model: mlp\ndata: {train_images: a, train_labels: b}\n";
+  EXPECT_EQ(ParseJobSpec(base)->tensorboard().dir(), "");
+  EXPECT_EQ(ParseJobSpec(base + "tensorboard:\n")->tensorboard().dir(), "");
+  // As --dry-run prints a spec without one (the JSON round trip).
+  EXPECT_EQ(ParseJobSpec(base + "tensorboard: {dir: ''}\n")->tensorboard().dir(), "");
+  absl::StatusOr<v1::JobSpec> on =
+      ParseJobSpec(base + "tensorboard: {dir: /shared/runs}\n");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->tensorboard().dir(), "/shared/runs");
+}
 
 TEST(SpecTest, FaultToleranceAndCheckpointDefaults) {
   v1::JobSpec spec = *ParseJobSpec(

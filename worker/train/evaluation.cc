@@ -1,9 +1,11 @@
 #include "worker/train/evaluation.h"
 
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "common/shard_plan.h"
+#include "worker/train/rank_spread.h"
 
 namespace trainctl::train {
 
@@ -27,6 +29,7 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
                                        int world_size, int64_t batch_size,
                                        const torch::Device& device,
                                        RankCollectives& sync) {
+  const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   model.SetTraining(false);
   const Range slice = EvalSlice(data.size(), rank, world_size);
@@ -59,13 +62,31 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
     }
   }
   model.SetTraining(true);
-  // AverageScalars returns means; the ratios of means equal ratios of sums.
-  std::vector<double> totals = sync.AverageScalars({loss_sum, correct, count});
+  const double eval_ms = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  // One gather gives the exact totals and each rank's own figures.
+  enum Column { kLossSum, kCorrect, kCount, kLoss, kMs };
+  const double own_loss = count > 0 ? loss_sum / count : std::nan("");
+  const std::vector<std::vector<double>> rows =
+      sync.GatherScalars({loss_sum, correct, count, own_loss, eval_ms});
+  double totals[3] = {0, 0, 0};
+  for (const auto& row : rows) {
+    for (int c : {kLossSum, kCorrect, kCount}) totals[c] += row[c];
+  }
   std::map<std::string, double> metrics;
-  const double n = std::max(totals[2], 1e-12);
-  metrics["eval_loss"] = totals[0] / n;
-  if (task == "classification") metrics["eval_accuracy"] = totals[1] / n;
-  if (task == "language_model") metrics["eval_perplexity"] = std::exp(totals[0] / n);
+  const double n = std::max(totals[kCount], 1e-12);
+  metrics["eval_loss"] = totals[kLossSum] / n;
+  if (task == "classification") metrics["eval_accuracy"] = totals[kCorrect] / n;
+  if (task == "language_model") metrics["eval_perplexity"] = std::exp(totals[kLossSum] / n);
+  // A rank whose slice scores apart from the others, or that evaluates
+  // slowly, shows in these (a rank with an empty slice has no loss).
+  const Spread loss = SpreadOf(rows, kLoss);
+  if (loss.max_rank >= 0) {
+    metrics["eval_loss_min"] = loss.min;
+    metrics["eval_loss_max"] = loss.max;
+  }
+  AddSpread("eval_ms", SpreadOf(rows, kMs), &metrics);
   return metrics;
 }
 

@@ -20,7 +20,9 @@ torch::Tensor TaskLoss(const std::string& task, const torch::Tensor& outputs,
 // `data` and combines the slices exactly across ranks (sums and counts are
 // reduced, never means of means, and no sample is padded or repeated).
 // Returns eval_loss plus eval_accuracy (classification) or eval_perplexity
-// (language_model). Every rank must call it at the same point.
+// (language_model); eval_loss_min/_max, the lowest and highest loss of one
+// rank's slice; and eval_ms with _min/_max, the time each rank spent. One
+// all-gather; every rank must call it at the same point.
 std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
                                        const std::string& task, int rank,
                                        int world_size, int64_t batch_size,

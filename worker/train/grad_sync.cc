@@ -39,12 +39,24 @@ void RankCollectives::AverageParameters() {
   }
 }
 
-std::vector<double> RankCollectives::AverageScalars(
-    const std::vector<double>& values) {
-  if (!group_ || world_size_ == 1) return values;
-  torch::Tensor t = torch::tensor(values, torch::kFloat64);
-  AllReduceMean(t);
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+std::vector<std::vector<double>> RankCollectives::GatherScalars(
+    const std::vector<double>& mine) {
+  if (!group_ || world_size_ == 1) return {mine};
+  // On the parameters' device: NCCL only moves GPU tensors.
+  torch::Tensor input =
+      torch::tensor(mine, torch::kFloat64).to(params_.front().device());
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < world_size_; ++r) {
+    outputs[0].push_back(torch::empty_like(input));
+  }
+  std::vector<torch::Tensor> inputs{input};
+  group_->allgather(outputs, inputs)->wait();
+  std::vector<std::vector<double>> rows;
+  for (const torch::Tensor& t : outputs[0]) {
+    torch::Tensor cpu = t.cpu().contiguous();
+    rows.emplace_back(cpu.data_ptr<double>(), cpu.data_ptr<double>() + cpu.numel());
+  }
+  return rows;
 }
 
 double RankCollectives::GradientNorm() const {

@@ -12,8 +12,8 @@ namespace trainctl::train {
 
 // The rank's collectives other than gradient averaging (GradientBuckets):
 // averaging parameters for local SGD through one preallocated flat buffer,
-// averaging a few scalars (evaluation sums, local-SGD losses), and the
-// global gradient norm. With a null group (one rank) every call is local.
+// gathering a few scalars from every rank (evaluation sums, the values each
+// rank logs), and the global gradient norm. With a null group (one rank) every call is local.
 // Not thread-safe.
 class RankCollectives {
  public:
@@ -22,8 +22,9 @@ class RankCollectives {
 
   // Replaces every parameter by its mean over the ranks (local SGD).
   void AverageParameters();
-  // Means of `values` over the ranks (a small separate collective).
-  std::vector<double> AverageScalars(const std::vector<double>& values);
+  // Every rank's `mine`, indexed by rank (one small all-gather). Every rank
+  // must pass the same number of values.
+  std::vector<std::vector<double>> GatherScalars(const std::vector<double>& mine);
   // Global L2 norm of the gradients (after they were averaged).
   double GradientNorm() const;
 

@@ -22,6 +22,8 @@
 #include "worker/train/models/model.h"
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
+#include "worker/train/rank_spread.h"
+#include "worker/train/tensorboard_writer.h"
 
 namespace trainctl::train {
 namespace {
@@ -75,6 +77,47 @@ struct StepTimes {
   Clock::time_point start = Clock::now();
 };
 
+// What every rank contributes at a log step, in this order (one all-gather):
+// its own loss before averaging, and its view of the logging window.
+constexpr const char* kRankValues[] = {"loss",         "step_ms",
+                                       "samples_per_sec", "data_ms",
+                                       "compute_ms",   "comm_ms",
+                                       "optimizer_ms"};
+enum RankValue { kLoss, kStepMs, kSamplesPerSec, kDataMs, kComputeMs, kCommMs,
+                 kOptimizerMs, kNumRankValues };
+
+// The train metric's cross-rank values from every rank's kRankValues.
+// `loss` itself is left to the caller (it is the all-reduced mean).
+void AddRankSpreads(const std::vector<std::vector<double>>& rows,
+                    std::map<std::string, double>* values) {
+  const Spread loss = SpreadOf(rows, kLoss);
+  (*values)["loss_min"] = loss.min;
+  (*values)["loss_max"] = loss.max;
+  for (int v = kStepMs; v < kNumRankValues; ++v) {
+    AddSpread(kRankValues[v], SpreadOf(rows, v), values);
+  }
+  // In synchronous data parallelism every rank's step takes about as long:
+  // the others wait in the all-reduce for the slowest. What tells it apart
+  // is the time it does not spend waiting for the others.
+  std::vector<std::vector<double>> working;
+  for (const auto& row : rows) working.push_back({row[kStepMs] - row[kCommMs]});
+  (*values)["slowest_rank"] = SpreadOf(working, 0).max_rank;
+}
+
+// Rank 0's event file for TensorBoard, or null when the spec has none.
+absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(
+    const v1::JobSpec& spec, const RankContext& ctx) {
+  if (ctx.rank != 0 || spec.tensorboard().dir().empty()) return nullptr;
+  auto writer = TensorBoardWriter::Create(
+      absl::StrCat(spec.tensorboard().dir(), "/", ctx.job_id),
+      NowUnixMs() / 1000, HostName());
+  if (!writer.ok()) {
+    return absl::Status(writer.status().code(),
+                        absl::StrCat("tensorboard.dir: ", writer.status().message()));
+  }
+  return writer;
+}
+
 absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
                                          const RankContext& ctx) {
   const auto& t = spec.training();
@@ -82,6 +125,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     return absl::InvalidArgumentError(
         "training.precision: fp16 needs a CUDA device; use bf16 on CPU");
   }
+  // Before anything slow: a directory rank 0 cannot write fails the job now.
+  ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
+                   OpenTensorBoard(spec, ctx));
   const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(Datasets data,
                    ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
@@ -144,7 +190,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
 
   auto report = [&](const char* kind, int64_t step, int epoch,
                     const std::map<std::string, double>& values) {
-    if (ctx.rank != 0 || !ctx.report) return;
+    if (ctx.rank != 0 || (!ctx.report && !tensorboard)) return;
     v1::MetricPoint point;
     point.set_kind(kind);
     point.set_step(step);
@@ -152,7 +198,20 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     point.set_rank(ctx.rank);
     point.set_time_unix_ms(NowUnixMs());
     for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
-    ctx.report(point);
+    if (ctx.report) ctx.report(point);
+    // Charts of what changes over the run; the plan is one-off bookkeeping.
+    if (!tensorboard || (point.kind() != "train" && point.kind() != "eval")) {
+      return;
+    }
+    std::map<std::string, double> tagged;
+    for (const auto& [k, v] : values) tagged[absl::StrCat(kind, "/", k)] = v;
+    absl::Status written =
+        tensorboard->WriteScalars(step, point.time_unix_ms() / 1000.0, tagged);
+    if (!written.ok()) {
+      std::cerr << "tensorboard: " << written.message()
+                << "; no more event records for this run" << std::endl;
+      tensorboard.reset();
+    }
   };
   const int64_t tokens_per_sample =
       spec.task() == "language_model" && !data.info.input_shape.empty()
@@ -270,26 +329,34 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     }
     ++step;
     ++window.steps;
-    // With local SGD the loss is per rank; average it when it is reported.
-    if (local_sgd && log_now) loss = sync.AverageScalars(loss);
-    result.final_train_loss = loss[0];
-    if (step == 1) report("first_step", step, epoch, {});
+    // Only at a log step: every rank's own values, in one small all-gather.
+    std::vector<std::vector<double>> rank_rows;
     if (log_now) {
       const double elapsed = Seconds(window.start);
       const double per_step = 1000.0 / window.steps;
-      const double samples_per_sec =
+      std::vector<double> mine(kNumRankValues);
+      mine[kLoss] = local_loss;
+      mine[kStepMs] = elapsed * per_step;
+      mine[kSamplesPerSec] =
           elapsed > 0 ? window.steps * samples_per_step / elapsed : 0;
+      mine[kDataMs] = window.data * per_step;
+      mine[kComputeMs] = window.compute * per_step;
+      mine[kCommMs] = window.comm * per_step;
+      mine[kOptimizerMs] = window.optimizer * per_step;
+      result.logged.clear();
+      for (int v = 0; v < kNumRankValues; ++v) result.logged[kRankValues[v]] = mine[v];
+      rank_rows = sync.GatherScalars(mine);
+      // With local SGD the loss is per rank; report the mean.
+      if (local_sgd) loss[0] = SpreadOf(rank_rows, kLoss).mean;
+    }
+    result.final_train_loss = loss[0];
+    if (step == 1) report("first_step", step, epoch, {});
+    if (log_now) {
       std::map<std::string, double> values = {
-          {"loss", loss[0]},
-          {"lr", lr},
-          {"grad_norm", grad_norm},
-          {"samples_per_sec", samples_per_sec},
-          {"data_ms", window.data * per_step},
-          {"compute_ms", window.compute * per_step},
-          {"comm_ms", window.comm * per_step},
-          {"optimizer_ms", window.optimizer * per_step}};
+          {"loss", loss[0]}, {"lr", lr}, {"grad_norm", grad_norm}};
+      AddRankSpreads(rank_rows, &values);
       if (tokens_per_sample > 0) {
-        values["tokens_per_sec"] = samples_per_sec * tokens_per_sample;
+        values["tokens_per_sec"] = values["samples_per_sec"] * tokens_per_sample;
       }
       if (scaler) values["loss_scale"] = scaler->scale();
       report("train", step, epoch, values);

@@ -20,6 +20,9 @@ struct TrainResult {
   int64_t skipped_steps = 0;     // fp16 steps skipped for inf/nan gradients
   int64_t first_step = 0;        // where it resumed (0 = from scratch)
   int64_t checkpoints = 0;       // written by this rank
+  // What this rank contributed to the cross-rank values of the last train
+  // metric: its own loss, step_ms, samples_per_sec and phase times.
+  std::map<std::string, double> logged;
 };
 
 // Runs the data-parallel training loop of `spec` as one rank:
@@ -39,7 +42,11 @@ struct TrainResult {
 //   * evaluation every eval_every_steps and at each epoch end is sharded
 //     without padding and reduced exactly;
 //   * with ctx.resume_path it continues from that checkpoint's step, and with
-//     spec.checkpoint.dir rank 0 writes checkpoints (checkpointer.h).
+//     spec.checkpoint.dir rank 0 writes checkpoints (checkpointer.h);
+//   * at each log step every rank contributes its own loss and timings to
+//     one all-gather, and rank 0 reports their mean, min and max; with
+//     spec.tensorboard.dir rank 0 also writes the train and eval metrics to
+//     a TensorBoard event file (tensorboard_writer.h).
 // LibTorch and c10d exceptions are caught and returned as a Status.
 absl::StatusOr<TrainResult> Train(const v1::JobSpec& spec,
                                   const RankContext& ctx);
