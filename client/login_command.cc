@@ -56,6 +56,14 @@ absl::StatusOr<ClientSecurity> ResolveSecurity(
       security.token = std::string(absl::StripAsciiWhitespace(*token));
     }
   }
+  if (!security.token.empty() && security.ca_pem.empty()) {
+    // Without the cluster CA, any certificate a public CA signed for the
+    // host would be trusted, and the token sent to it.
+    return absl::InvalidArgumentError(
+        "--ca-cert: needed to verify the coordinator before a token is sent "
+        "(the coordinator's tls/ca.crt; or TRAINCTL_CA_CERT, ca_cert: in the "
+        "config file)");
+  }
   return security;
 }
 

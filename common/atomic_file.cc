@@ -62,12 +62,29 @@ absl::Status SyncDir(const std::string& dir) {
 absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes,
                                  const std::function<void()>& halfway) {
+  AtomicWriteOptions options;
+  options.halfway = halfway;
+  return WriteFileAtomically(path, bytes, options);
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::string_view bytes,
+                                 const AtomicWriteOptions& options) {
+  const std::function<void()>& halfway = options.halfway;
   const std::string dir = DirOf(path);
   const std::string temp =
       absl::StrCat(dir, "/.", BaseOf(path), ".tmp-", ::getpid());
-  const int fd =
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(temp.c_str());  // a leftover of a writer that died
+  const int fd = ::open(temp.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        static_cast<mode_t>(options.mode));
   if (fd < 0) return ErrnoError("cannot create", temp);
+  ::fchmod(fd, static_cast<mode_t>(options.mode));  // whatever the umask
+  struct stat old;
+  if (options.keep_owner && ::geteuid() == 0 &&
+      ::stat(path.c_str(), &old) == 0) {
+    (void)!::fchown(fd, old.st_uid, old.st_gid);
+  }
   const size_t half = bytes.size() / 2;
   absl::Status status = WriteAll(fd, bytes.data(), half, temp);
   if (status.ok() && halfway) halfway();

@@ -20,6 +20,20 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes,
                                  const std::function<void()>& halfway = {});
 
+struct AtomicWriteOptions {
+  unsigned mode = 0644;  // set on the temporary file before any byte
+  // Running as root over an existing file: give the new file the old one's
+  // owner (a root admin editing a service user's file must not lock the
+  // service out of it).
+  bool keep_owner = false;
+  std::function<void()> halfway;
+};
+// The same, with the new file's mode (and owner) set before it has content;
+// the temporary file is created exclusively and never through a symlink.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::string_view bytes,
+                                 const AtomicWriteOptions& options);
+
 // The whole file. NOT_FOUND when absent; other failures name the path.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

@@ -36,7 +36,7 @@ using StoreCtx =
     std::unique_ptr<X509_STORE_CTX, Deleter<X509_STORE_CTX, X509_STORE_CTX_free>>;
 using Bignum = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
 
-// The newest OpenSSL error, for messages ("" when there is none).
+// The first queued OpenSSL error, for messages ("" when there is none).
 std::string OpenSslError() {
   unsigned long code = ERR_get_error();
   ERR_clear_error();
@@ -62,7 +62,10 @@ std::string BioText(BIO* bio) {
 
 absl::StatusOr<Key> ParseKey(const std::string& pem) {
   Bio bio = ReadBio(pem);
-  Key key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  // A passphrase callback that gives none: an encrypted key is refused
+  // instead of OpenSSL prompting on the terminal.
+  Key key(PEM_read_bio_PrivateKey(
+      bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr));
   if (!key) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a PEM private key", OpenSslError()));
@@ -147,6 +150,7 @@ absl::StatusOr<std::string> Sign(EVP_PKEY* subject_key, X509* issuer,
     return absl::InvalidArgumentError("valid_days must be in [1, 36500]");
   }
   Cert cert(X509_new());
+  if (!cert) return Failed("cannot allocate a certificate");
   X509_set_version(cert.get(), 2);
   Bignum serial(BN_new());
   if (!serial || BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
@@ -249,6 +253,18 @@ absl::StatusOr<std::string> RequestCommonName(const std::string& csr_pem) {
         "the certificate request's signature does not match its key");
   }
   return CommonNameOf(X509_REQ_get_subject_name(req->get()));
+}
+
+absl::StatusOr<std::string> RequestKeyFingerprint(const std::string& csr_pem) {
+  absl::StatusOr<Request> req = ParseRequest(csr_pem);
+  if (!req.ok()) return req.status();
+  EVP_PKEY* key = X509_REQ_get0_pubkey(req->get());
+  unsigned char* der = nullptr;
+  const int n = key != nullptr ? i2d_PUBKEY(key, &der) : -1;
+  if (n <= 0) return Failed("cannot encode the request's public key");
+  std::string digest = Sha256Hex(absl::string_view(reinterpret_cast<char*>(der), size_t(n)));
+  OPENSSL_free(der);
+  return digest;
 }
 
 absl::StatusOr<std::string> SelfSignedCa(const std::string& key_pem,

@@ -14,6 +14,9 @@
 
 namespace trainctl::pki {
 
+// SHA-256 of the DER public key in a certificate request, hex.
+absl::StatusOr<std::string> RequestKeyFingerprint(const std::string& csr_pem);
+
 // A fresh EC P-256 private key (PKCS#8 PEM).
 absl::StatusOr<std::string> NewPrivateKey();
 

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_server.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -67,7 +69,11 @@ absl::StatusOr<Security> LoadSecurity(const CoordinatorOptions& options) {
     if (!secret.ok()) {
       const std::string fresh = pki::RandomToken("");
       RETURN_IF_ERROR(MakeDirs(options.state_dir + "/auth"));
-      RETURN_IF_ERROR(WriteFileAtomically(files.rendezvous_key, fresh));
+      chmod((options.state_dir + "/auth").c_str(), 0700);
+      AtomicWriteOptions private_file;
+      private_file.mode = 0600;
+      RETURN_IF_ERROR(
+          WriteFileAtomically(files.rendezvous_key, fresh, private_file));
       secret = fresh;
     }
     return Security::Insecure(*std::move(secret));
@@ -90,6 +96,7 @@ absl::StatusOr<Security> LoadSecurity(const CoordinatorOptions& options) {
   Security security;
   ASSIGN_OR_RETURN(security.ca.cert_pem, ReadWholeFile(files.ca_cert));
   ASSIGN_OR_RETURN(security.ca.key_pem, ReadWholeFile(files.ca_key));
+  security.ca.workers_file = options.state_dir + "/auth/workers";
   ASSIGN_OR_RETURN(security.server_cert_pem, ReadWholeFile(files.server_cert));
   ASSIGN_OR_RETURN(security.server_key_pem, ReadWholeFile(files.server_key));
   security.server_cert_file = files.server_cert;

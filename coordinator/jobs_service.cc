@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "coordinator/job_state.h"
@@ -141,7 +143,20 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx,
                                       v1::ListWorkersResponse* resp) {
   absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  for (auto& w : jobs_.Workers()) *resp->add_workers() = std::move(w);
+  std::map<std::string, bool> visible;  // job id -> caller may see it
+  for (const v1::Job& job : jobs_.List({})) {
+    visible[job.id()] = caller->MayTouchJobOf(job.owner());
+  }
+  for (auto& w : jobs_.Workers()) {
+    // Which ranks run where is shown for the caller's own jobs only.
+    auto* running = w.mutable_running();
+    running->erase(std::remove_if(running->begin(), running->end(),
+                                  [&visible](const std::string& r) {
+                                    return !visible[r.substr(0, r.find('/'))];
+                                  }),
+                   running->end());
+    *resp->add_workers() = std::move(w);
+  }
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/auth/cluster_files.h"
+#include "coordinator/auth/worker_enrollment.h"
 #include "coordinator/coordinator_server.h"
 
 // Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
@@ -157,12 +158,28 @@ int main(int argc, char** argv) {
                      "may read and cancel every user's jobs");
   add_user->add_flag("--join", user_join,
                      "a worker join token instead of a user token");
+  std::string forget_name;
+  CLI::App* forget = app.add_subcommand(
+      "forget-worker", "let worker NAME join again with a new key (a node "
+                       "that lost its certificate), then exit");
+  forget->add_option("name", forget_name, "the worker's name")->required();
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
-  if (init->parsed() || add_user->parsed()) {
+  if (init->parsed() || add_user->parsed() || forget->parsed()) {
     if (options.state_dir.empty()) {
       fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
       return 1;
+    }
+    if (forget->parsed()) {
+      absl::Status s = trainctl::coordinator::auth::ForgetWorker(
+          options.state_dir, forget_name);
+      if (!s.ok()) {
+        fprintf(stderr, "trainctl-coordinator forget-worker: %s\n",
+                std::string(s.message()).c_str());
+        return 1;
+      }
+      printf("worker %s may join again with a new key\n", forget_name.c_str());
+      return 0;
     }
     return init->parsed() ? RunInit(options)
                           : RunAddUser(options.state_dir, user_name,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "coordinator/auth/authenticator.h"
+#include "coordinator/auth/worker_enrollment.h"
 #include "coordinator/event_hub.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/rendezvous.h"
@@ -68,13 +69,17 @@ class JobsService final : public v1::Jobs::Service {
 struct ClusterCa {
   std::string cert_pem;
   std::string key_pem;
+  std::string workers_file;  // auth/workers: names certified, and their keys
 };
 
 class WorkersService final : public v1::Workers::Service {
  public:
   WorkersService(JobManager& jobs, const auth::Authenticator& auth,
                  ClusterCa ca)
-      : jobs_(jobs), auth_(auth), ca_(std::move(ca)) {}
+      : jobs_(jobs),
+        auth_(auth),
+        ca_(std::move(ca)),
+        enrollment_(ca_.workers_file) {}
 
   grpc::Status Connect(
       grpc::ServerContext* ctx,
@@ -87,6 +92,7 @@ class WorkersService final : public v1::Workers::Service {
   JobManager& jobs_;
   const auth::Authenticator& auth_;
   const ClusterCa ca_;
+  auth::WorkerEnrollment enrollment_;
 };
 
 class RendezvousService final : public v1::Rendezvous::Service {

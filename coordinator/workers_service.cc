@@ -87,6 +87,14 @@ grpc::Status WorkersService::Join(grpc::ServerContext* ctx,
         "csr_pem: asks for the name '", *asked, "' but the worker is '",
         req->name(), "'")));
   }
+  absl::StatusOr<std::string> fingerprint =
+      pki::RequestKeyFingerprint(req->csr_pem());
+  if (!fingerprint.ok()) return ToGrpcStatus(fingerprint.status());
+  if (absl::Status s = enrollment_.Admit(req->name(), *fingerprint); !s.ok()) {
+    TLOG_WARNING << "refused a join as " << req->name() << " from "
+                 << ctx->peer() << ": " << s.message();
+    return ToGrpcStatus(s);
+  }
   pki::CertificateOrder order;
   order.common_name = req->name();
   order.usage = pki::Usage::kClient;
@@ -103,6 +111,14 @@ grpc::Status WorkersService::Join(grpc::ServerContext* ctx,
 
 grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
                                      AgentStream* stream) {
+  // Before reading anything: a peer without a worker certificate must not
+  // hold a server thread waiting for its first message.
+  absl::StatusOr<std::string> identity = auth_.WorkerIdentity(*ctx);
+  if (!identity.ok()) {
+    TLOG_WARNING << "refused a worker stream from " << ctx->peer() << ": "
+                 << identity.status().message();
+    return ToGrpcStatus(identity.status());
+  }
   v1::AgentMessage first;
   if (!stream->Read(&first)) return grpc::Status::OK;
   if (!first.has_register_()) {
@@ -110,12 +126,6 @@ grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
                         "the first message on the stream must be register");
   }
   const std::string name = first.register_().name();
-  absl::StatusOr<std::string> identity = auth_.WorkerIdentity(*ctx);
-  if (!identity.ok()) {
-    TLOG_WARNING << "refused worker " << name << " from " << ctx->peer() << ": "
-                 << identity.status().message();
-    return ToGrpcStatus(identity.status());
-  }
   if (!identity->empty() && *identity != name) {
     TLOG_WARNING << "refused worker " << name << " from " << ctx->peer()
                  << ": its certificate is for " << *identity;

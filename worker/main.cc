@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -149,6 +150,8 @@ int main(int argc, char** argv) {
                "plaintext and no certificate, for a coordinator run with "
                "--insecure (a demo on loopback)");
   CLI11_PARSE(app, argc, argv);
+  // Rank processes inherit the environment; the join token is not theirs.
+  unsetenv("TRAINCTL_JOIN_TOKEN");
   if (options.name.empty()) options.name = Hostname();
   if (!join_token_file.empty()) {
     if (!tls.join_token.empty()) {

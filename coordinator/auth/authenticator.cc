@@ -9,8 +9,6 @@
 namespace trainctl::coordinator::auth {
 namespace {
 
-constexpr char kUserProperty[] = "trainctl-user";
-constexpr char kRoleProperty[] = "trainctl-role";
 
 constexpr char kNeedToken[] =
     "this call needs a user token: run `trainctl login --token TOKEN` (an "
@@ -36,8 +34,11 @@ absl::StatusOr<absl::string_view> BearerToken(absl::string_view header) {
   return header;
 }
 
-// Runs in gRPC's auth filter, before the handler: a bad token ends the call
-// there; a good one leaves the person's name and role in the AuthContext.
+// Runs in gRPC's auth filter, before the handler: a malformed or unknown
+// token ends the call there. It records nothing: gRPC's AuthContext belongs
+// to the connection, not the call, so each handler resolves the call's own
+// header again (Authenticator::Person) and a revoked token stops working on
+// the next call even on a connection that used it before.
 class TokenProcessor final : public grpc::AuthMetadataProcessor {
  public:
   explicit TokenProcessor(TokenStore& tokens) : tokens_(tokens) {}
@@ -45,8 +46,8 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
   bool IsBlocking() const override { return true; }  // stats a file
 
   grpc::Status Process(const InputMetadata& metadata,
-                       grpc::AuthContext* context,
-                       OutputMetadata* consumed,
+                       grpc::AuthContext* /*context*/,
+                       OutputMetadata* /*consumed*/,
                        OutputMetadata* /*response*/) override {
     auto it = metadata.find("authorization");
     if (it == metadata.end()) return grpc::Status::OK;  // a worker or a rank
@@ -55,9 +56,6 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
     if (!token.ok()) return ToGrpcStatus(token.status());
     absl::StatusOr<TokenHolder> holder = tokens_.Lookup(*token);
     if (!holder.ok()) return ToGrpcStatus(holder.status());
-    context->AddProperty(kUserProperty, holder->name);
-    context->AddProperty(kRoleProperty, TokenRoleName(holder->role));
-    consumed->insert({"authorization", std::string(value)});
     return grpc::Status::OK;
   }
 
@@ -88,14 +86,16 @@ std::shared_ptr<grpc::AuthMetadataProcessor> Authenticator::MetadataProcessor() 
 absl::StatusOr<Caller> Authenticator::Person(
     const grpc::ServerContext& ctx) const {
   if (insecure()) return Caller::Unauthenticated();
-  const std::string role = FirstProperty(ctx, kRoleProperty);
-  const std::string name = FirstProperty(ctx, kUserProperty);
-  if (role == "admin") return Caller{name, Caller::Role::kAdmin};
-  if (role == "user") return Caller{name, Caller::Role::kUser};
-  if (role == "join") {
-    return ToCaller(TokenHolder{TokenRole::kJoin, name});
+  const auto& metadata = ctx.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return absl::UnauthenticatedError(kNeedToken);
+  if (metadata.count("authorization") > 1) {
+    return absl::UnauthenticatedError("send one authorization header, not several");
   }
-  return absl::UnauthenticatedError(kNeedToken);
+  absl::StatusOr<absl::string_view> token =
+      BearerToken(absl::string_view(it->second.data(), it->second.size()));
+  if (!token.ok()) return token.status();
+  return ToCaller(tokens_->Lookup(*token));
 }
 
 absl::StatusOr<std::string> Authenticator::WorkerIdentity(

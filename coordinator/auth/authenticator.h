@@ -1,8 +1,9 @@
 #pragma once
 
 // Decides who a gRPC call comes from. With TLS, people present a bearer
-// token (checked by the server's AuthMetadataProcessor before any handler
-// runs; a wrong token never reaches one), worker agents a client
+// token on every call (checked by the server's AuthMetadataProcessor before
+// any handler runs, so a wrong token never reaches one, and resolved again
+// per call by Person()), worker agents a client
 // certificate signed by the cluster CA, and rank processes the key of their
 // job generation. With --insecure, nobody is authenticated and everyone is
 // an admin; only the rendezvous keys are still checked, so one job's ranks

@@ -1,5 +1,7 @@
 #include "coordinator/auth/cluster_files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,14 +39,31 @@ absl::Status MakePrivateDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Atomic write, readable by the owner only (set before the rename, so the
-// secret is never visible with wider permissions).
+// Atomic write, readable by the owner only from the first byte; an
+// existing file keeps its owner (root editing a service user's file).
 absl::Status WritePrivate(const std::string& path, const std::string& text) {
-  mode_t old = umask(077);
-  absl::Status s = WriteFileAtomically(path, text);
-  umask(old);
-  return s;
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  options.keep_owner = true;
+  return WriteFileAtomically(path, text, options);
 }
+
+// Holds an exclusive lock on `dir`/.lock while alive, so two writers of the
+// token file (add-user runs, an admin's editor aside) never lose a line.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir)
+      : fd_(open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~DirLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
 
 std::string HostName() {
   char name[256] = {};
@@ -91,6 +110,11 @@ absl::StatusOr<std::string> AddToken(const std::string& state_dir,
   RETURN_IF_ERROR(CheckName("name", name));
   ClusterFiles files(state_dir);
   RETURN_IF_ERROR(MakePrivateDir(state_dir + "/auth"));
+  DirLock lock(state_dir + "/auth");
+  if (!lock.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot lock ", state_dir, "/auth/.lock: ", std::strerror(errno)));
+  }
   std::string existing;
   absl::StatusOr<std::string> read = ReadWholeFile(files.tokens);
   if (read.ok()) {

@@ -113,7 +113,7 @@ HttpResponse HttpRoutes::Handle(const HttpRequest& request) const {
       }
       return AuthRefusal(caller.status(), api, token_sent);
     }
-    return api ? Api(path.substr(4), request, *caller) : Metrics();
+    return api ? Api(path.substr(4), request, *caller) : Metrics(*caller);
   }
   if (path == "/" || absl::StartsWith(path, "/jobs/")) {
     return Asset("index.html");
@@ -154,10 +154,19 @@ absl::StatusOr<auth::Caller> HttpRoutes::Authenticate(
   return caller;
 }
 
-HttpResponse HttpRoutes::Metrics() const {
+HttpResponse HttpRoutes::Metrics(const auth::Caller& caller) const {
   PrometheusText out;
-  WriteClusterMetrics(jobs_.List({}), jobs_.Workers(), clock_.NowUnixMs(),
-                      out);
+  // A user's scrape covers their own jobs; an admin's (Prometheus's token
+  // should be one) the whole cluster.
+  std::vector<v1::Job> jobs = jobs_.List({});
+  if (!caller.IsAdmin()) {
+    jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                              [&caller](const v1::Job& job) {
+                                return !caller.MayTouchJobOf(job.owner());
+                              }),
+               jobs.end());
+  }
+  WriteClusterMetrics(jobs, jobs_.Workers(), clock_.NowUnixMs(), out);
   rpc_stats_.WriteTo(out);
   return HttpResponse{200, kPrometheusContentType, out.text(), {}};
 }

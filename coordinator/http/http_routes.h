@@ -48,7 +48,7 @@ class HttpRoutes {
   // (no, several or a bad header, or an unknown token) or PERMISSION_DENIED
   // (not a person's token), with the reason to show.
   absl::StatusOr<auth::Caller> Authenticate(const HttpRequest& request) const;
-  HttpResponse Metrics() const;
+  HttpResponse Metrics(const auth::Caller& caller) const;
   HttpResponse Api(const std::string& path, const HttpRequest& request,
                    const auth::Caller& caller) const;
   // The job if `caller` may read it; NOT_FOUND, or PERMISSION_DENIED for

@@ -13,6 +13,7 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include "common/pki.h"
 #include "local_cluster.h"
 #include "trainctl/v1/rendezvous.grpc.pb.h"
 #include "trainctl/v1/workers.grpc.pb.h"
@@ -331,6 +332,32 @@ TEST_F(AuthTest, WorkersNeedACertificateFromTheClusterNamedAfterThem) {
     while (stream->Read(&reply)) {}
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
+  // The join token cannot buy a certificate for a name already certified
+  // for another key (w1's), until an admin forgets that name.
+  auto join_as_w1 = [&]() {
+    const std::string key = *pki::NewPrivateKey();
+    grpc::SslCredentialsOptions server_only;
+    server_only.pem_root_certs = Slurp(ca);
+    auto stub = v1::Workers::NewStub(grpc::CreateChannel(
+        cluster_->address(), grpc::SslCredentials(server_only)));
+    v1::JoinRequest join;
+    join.set_join_token(cluster_->join_token());
+    join.set_name("w1");
+    join.set_csr_pem(*pki::NewCertificateRequest(key, "w1"));
+    v1::JoinResponse joined;
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    return stub->Join(&ctx, join, &joined);
+  };
+  grpc::Status stolen = join_as_w1();
+  EXPECT_EQ(stolen.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(stolen.error_message(), HasSubstr("forget-worker w1"));
+  Process forget({std::string(TRAINCTL_BIN_DIR) + "/trainctl-coordinator",
+                  "forget-worker", "w1", "--state-dir", cluster_->state_dir()},
+                 cluster_->dir() + "/forget.out");
+  EXPECT_EQ(forget.Wait(seconds(30)), 0) << Slurp(cluster_->dir() + "/forget.out");
+  EXPECT_TRUE(join_as_w1().ok());
+
   // None of them registered; the two real workers still serve.
   grpc::ClientContext ctx;
   Deadline(&ctx);

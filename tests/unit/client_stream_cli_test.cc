@@ -125,7 +125,9 @@ class StreamCliTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
 
   int Run(std::vector<const char*> args) {
-    args.insert(args.begin(), {"trainctl", "--coordinator", socket_.c_str()});
+    // The fake coordinator in this process serves plaintext.
+    args.insert(args.begin(),
+                {"trainctl", "--coordinator", socket_.c_str(), "--insecure"});
     std::ostringstream out, err;
     const int code =
         RunCli(static_cast<int>(args.size()), args.data(), out, err);

@@ -126,12 +126,18 @@ TEST_F(HttpAuthTest, AUserSeesOnlyTheirOwnJobs) {
   EXPECT_NE(workers.body.find("\"name\":\"w1\""), std::string::npos);
   EXPECT_NE(workers.body.find("\"running\":[\"job-1/0\"]"), std::string::npos)
       << workers.body;
-  // Any person may scrape the metrics.
+  // A person's scrape covers their own jobs; an admin's the cluster.
   HttpResponse metrics = Get("/metrics", "bob-token");
   EXPECT_EQ(metrics.status, 200);
-  EXPECT_NE(metrics.body.find("trainctl_jobs{state=\"running\"} 2"),
+  EXPECT_NE(metrics.body.find("trainctl_jobs{state=\"running\"} 1"),
             std::string::npos)
       << metrics.body;
+  EXPECT_EQ(metrics.body.find("job=\"job-1\""), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("job=\"job-2\""), std::string::npos) << metrics.body;
+  HttpResponse all = Get("/metrics", "root-token");
+  EXPECT_NE(all.body.find("trainctl_jobs{state=\"running\"} 2"),
+            std::string::npos)
+      << all.body;
 }
 
 TEST_F(HttpAuthTest, AnAdminSeesEveryJob) {

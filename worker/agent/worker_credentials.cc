@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <thread>
 
@@ -49,10 +50,9 @@ absl::Status CheckCertificate(const std::string& cert, const std::string& key,
 }
 
 absl::Status WritePrivate(const std::string& path, const std::string& text) {
-  mode_t old = umask(077);
-  absl::Status s = WriteFileAtomically(path, text);
-  umask(old);
-  return s;
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  return WriteFileAtomically(path, text, options);
 }
 
 // Trades the join token for a certificate over server-only TLS.
@@ -150,8 +150,17 @@ absl::StatusOr<WorkerCredentials> ObtainCredentials(
     } else {
       ASSIGN_OR_RETURN(key, pki::NewPrivateKey());
       ASSIGN_OR_RETURN(cert, Join(options, coordinator, name, out.ca_pem, key));
+      if (absl::Status s = CheckCertificate(cert, key, out.ca_pem, name); !s.ok()) {
+        return absl::InternalError(absl::StrCat(
+            "the coordinator's certificate for this worker is unusable: ",
+            s.message()));
+      }
       RETURN_IF_ERROR(MakeDirs(options.state_dir));
-      chmod(options.state_dir.c_str(), 0700);
+      if (chmod(options.state_dir.c_str(), 0700) != 0) {
+        return absl::UnavailableError(absl::StrCat(
+            "--state-dir ", options.state_dir, ": cannot make it private: ",
+            std::strerror(errno)));
+      }
       RETURN_IF_ERROR(WritePrivate(key_path, key));
       RETURN_IF_ERROR(WritePrivate(cert_path, cert));
       TLOG_INFO << "joined the cluster; certificate kept in " << cert_path;

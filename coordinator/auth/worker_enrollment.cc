@@ -1,0 +1,72 @@
+#include "coordinator/auth/worker_enrollment.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/atomic_file.h"
+
+namespace trainctl::coordinator::auth {
+namespace {
+
+struct Line {
+  std::string name, fingerprint;
+};
+
+absl::StatusOr<std::vector<Line>> ReadRecord(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (absl::IsNotFound(text.status())) return std::vector<Line>{};
+  if (!text.ok()) return text.status();
+  std::vector<Line> lines;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() == 2) lines.push_back({f[0], f[1]});
+  }
+  return lines;
+}
+
+absl::Status WriteRecord(const std::string& path, const std::vector<Line>& lines) {
+  std::string text =
+      "# trainctl worker names and the keys they were certified for\n";
+  for (const Line& l : lines) absl::StrAppend(&text, l.name, " ", l.fingerprint, "\n");
+  AtomicWriteOptions options;
+  options.mode = 0600;
+  options.keep_owner = true;
+  return WriteFileAtomically(path, text, options);
+}
+
+}  // namespace
+
+absl::Status WorkerEnrollment::Admit(const std::string& name,
+                                     const std::string& fingerprint) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<std::vector<Line>> lines = ReadRecord(path_);
+  if (!lines.ok()) return lines.status();
+  for (const Line& l : *lines) {
+    if (l.name != name) continue;
+    if (l.fingerprint == fingerprint) return absl::OkStatus();  // renewal
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a certificate for worker '", name, "' was already issued for another "
+        "key; if that node lost its key, an admin runs `trainctl-coordinator "
+        "forget-worker ", name, "` first"));
+  }
+  lines->push_back({name, fingerprint});
+  return WriteRecord(path_, *lines);
+}
+
+absl::Status ForgetWorker(const std::string& state_dir, const std::string& name) {
+  const std::string path = state_dir + "/auth/workers";
+  absl::StatusOr<std::vector<Line>> lines = ReadRecord(path);
+  if (!lines.ok()) return lines.status();
+  std::vector<Line> kept;
+  for (const Line& l : *lines) {
+    if (l.name != name) kept.push_back(l);
+  }
+  if (kept.size() == lines->size()) {
+    return absl::NotFoundError(absl::StrCat("no worker named '", name, "' in ", path));
+  }
+  return WriteRecord(path, kept);
+}
+
+}  // namespace trainctl::coordinator::auth
