@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 #include "common/grpc_status.h"
@@ -125,9 +126,23 @@ absl::StatusOr<v1::ListWorkersResponse> CoordinatorClient::ListWorkers() {
   return response;
 }
 
+absl::Status CoordinatorClient::AwaitConnection() {
+  // A stream call fails at once while the channel is reconnecting, and with
+  // TLS the failed call can abort the connection's handshake; so a
+  // (re)started stream first lets the channel finish connecting.
+  if (channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + rpc_timeout_))) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "could not connect within ", absl::FormatDuration(rpc_timeout_)));
+}
+
 absl::Status CoordinatorClient::WatchJob(
     const std::string& job_id, int64_t from_seq,
     const std::function<void(const v1::JobEvent&)>& on_event) {
+  if (absl::Status connected = AwaitConnection(); !connected.ok()) {
+    return connected;
+  }
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_from_seq(from_seq);
@@ -143,6 +158,9 @@ absl::Status CoordinatorClient::WatchJobSnapshot(
     const std::string& job_id, int64_t from_seq, absl::Duration idle_timeout,
     int64_t newer_than_unix_ms,
     const std::function<void(const v1::JobEvent&)>& on_event) {
+  if (absl::Status connected = AwaitConnection(); !connected.ok()) {
+    return connected;
+  }
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_from_seq(from_seq);

@@ -66,6 +66,8 @@ class CoordinatorClient {
       const std::function<void(const v1::JobEvent&)>& on_event);
 
  private:
+  // OK once the channel is connected (bounded by the RPC timeout).
+  absl::Status AwaitConnection();
   void SetDeadline(grpc::ClientContext* context) const;
 
   std::string address_;

@@ -429,9 +429,11 @@ TEST(InsecureClusterTest, PlaintextOnlyWithTheFlagAndItWarns) {
   EXPECT_THAT(Slurp(cluster.dir() + "/coordinator.log"),
               HasSubstr("--insecure: plaintext gRPC and HTTP and NO authentication"));
   // A client that expects TLS does not talk to it.
+  const std::string ca = cluster.WriteFile(
+      "other-ca.crt", *pki::SelfSignedCa(*pki::NewPrivateKey(), "other", 1));
   Process tls_client({std::string(TRAINCTL_BIN_DIR) + "/trainctl",
-                      "--coordinator", cluster.address(), "--ca-cert",
-                      "/dev/null", "--token", "x", "list"},
+                      "--coordinator", cluster.address(), "--ca-cert", ca,
+                      "--token", "x", "list"},
                      cluster.dir() + "/tls-client.out");
   EXPECT_EQ(tls_client.Wait(seconds(60)), 3) << Slurp(cluster.dir() + "/tls-client.out");
 }
