@@ -7,11 +7,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <string>
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -146,6 +152,14 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", tls.state_dir,
                  "where a joined certificate is kept (created 0700)")
       ->capture_default_str();
+  std::string health_listen;
+  std::string health_port_file;
+  app.add_option("--health-listen", health_listen,
+                 "HOST:PORT to serve grpc.health.v1.Health on (plaintext, for "
+                 "probes: SERVING while registered with the coordinator); "
+                 "port 0 picks a free port; empty (the default) serves none");
+  app.add_option("--health-port-file", health_port_file,
+                 "write the bound health port to this file once serving");
   app.add_flag("--insecure", tls.insecure,
                "plaintext and no certificate, for a coordinator run with "
                "--insecure (a demo on loopback)");
@@ -177,6 +191,39 @@ int main(int argc, char** argv) {
   }
   options.credentials = credentials->channel;
   options.ca_pem = credentials->ca_pem;
+  std::unique_ptr<grpc::Server> health_server;
+  if (!health_listen.empty()) {
+    grpc::EnableDefaultHealthCheckService(true);
+    // libgrpc++ builds no server whose only service is the health checker
+    // (it wants a synchronous service or a polled queue); reflection is one.
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(health_listen, grpc::InsecureServerCredentials(),
+                             &port);
+    health_server = builder.BuildAndStart();
+    if (health_server == nullptr || port == 0) {
+      fprintf(stderr, "trainctl-worker: --health-listen: cannot listen on %s\n",
+              health_listen.c_str());
+      return 1;
+    }
+    grpc::HealthCheckServiceInterface* health =
+        health_server->GetHealthCheckService();
+    health->SetServingStatus(false);  // until registered
+    options.on_registration = [health](bool registered) {
+      health->SetServingStatus(registered);
+    };
+    if (!health_port_file.empty()) {
+      const std::string tmp = health_port_file + ".tmp";
+      std::ofstream(tmp) << port << "\n";
+      if (std::rename(tmp.c_str(), health_port_file.c_str()) != 0) {
+        fprintf(stderr, "trainctl-worker: cannot write --health-port-file %s\n",
+                health_port_file.c_str());
+        return 1;
+      }
+    }
+    TLOG_INFO << "grpc.health.v1 on port " << port;
+  }
   if (options.collective_host.empty()) {
     absl::StatusOr<std::string> local =
         trainctl::agent::DefaultCollectiveHost(options.coordinator);
@@ -210,5 +257,6 @@ int main(int argc, char** argv) {
   TLOG_INFO << "signal " << signal_number << ": stopping ranks and exiting";
   agent.Stop();
   runner.join();
+  if (health_server) health_server->Shutdown();
   return 0;
 }

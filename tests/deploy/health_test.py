@@ -10,6 +10,9 @@ over TLS by default:
   * a Watch("") stream sees NOT_SERVING as soon as SIGTERM starts shutdown;
   * with --insecure (and only then) plaintext works, and the coordinator
     warns that it is insecure.
+trainctl-worker --health-listen serves grpc.health.v1.Health (plaintext, for
+probes): SERVING once it has joined and registered, NOT_SERVING when it loses
+the coordinator.
 Uses Debian's python3-grpcio with raw bytes (HealthCheckRequest is one string
 field, HealthCheckResponse one enum), so no generated code is needed.
 Skipped (77) without python3-grpcio.
@@ -31,6 +34,7 @@ except ImportError:
 
 BIN = os.environ["TRAINCTL_BIN_DIR"]
 COORDINATOR = os.path.join(BIN, "trainctl-coordinator")
+WORKER = os.path.join(BIN, "trainctl-worker")
 SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
 
 
@@ -92,15 +96,63 @@ def main():
                         os.path.join(tmp, "other")], check=True,
                        stdout=subprocess.DEVNULL)
         coordinator, port, _ = start(tmp, "state")
+        worker = None
         try:
+            worker, worker_port = start_worker(tmp, port)
+            wait_for_health(worker_port, SERVING, "after registering")
+            print("ok: worker health SERVING once registered")
             check_secure(tmp, port, coordinator)
+            wait_for_health(worker_port, NOT_SERVING,
+                            "after the coordinator stopped")
+            print("ok: worker health NOT_SERVING once the coordinator is gone")
         finally:
             stop(coordinator)
+            if worker is not None:
+                stop(worker)
         insecure, port, log = start(tmp, "insecure", "--insecure")
         try:
             check_insecure(port, log)
         finally:
             stop(insecure)
+
+
+def start_worker(tmp, port):
+    """A worker that joins the coordinator on `port` with a health port."""
+    state = os.path.join(tmp, "state")
+    port_file = os.path.join(tmp, "worker-health.port")
+    log = open(os.path.join(tmp, "worker.log"), "w+")
+    process = subprocess.Popen(
+        [WORKER, "--coordinator", f"127.0.0.1:{port}", "--name", "hw",
+         "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+         "--join-token-file", os.path.join(state, "auth", "join.token"),
+         "--state-dir", os.path.join(tmp, "worker-state"),
+         "--health-listen", "127.0.0.1:0", "--health-port-file", port_file,
+         "--kill-grace-ms", "500"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(port_file):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            log.seek(0)
+            sys.exit("FAIL: the worker's health port did not start:\n" +
+                     log.read())
+        time.sleep(0.05)
+    return process, open(port_file).read().strip()
+
+
+def wait_for_health(port, want, when):
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    deadline = time.monotonic() + 60
+    reply = None
+    while time.monotonic() < deadline:
+        try:
+            reply = health_check(channel)
+        except grpc.RpcError as e:
+            reply = e.code()
+        if reply == want:
+            return
+        time.sleep(0.1)
+    sys.exit(f"FAIL: worker health {when}: {reply!r}, want {want!r}")
 
 
 def check_secure(tmp, port, coordinator):

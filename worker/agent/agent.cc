@@ -121,6 +121,7 @@ bool Agent::RunSession() {
   }
   TLOG_INFO << "registered with " << options_.coordinator << " as "
             << options_.name << " (" << options_.slots << " slots)";
+  if (options_.on_registration) options_.on_registration(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
     context_ = &ctx;
@@ -170,6 +171,7 @@ bool Agent::RunSession() {
     context_ = nullptr;
     stream_ = nullptr;
   }
+  if (options_.on_registration) options_.on_registration(false);
   session_over.store(true);
   cv_.notify_all();
   heartbeat.join();

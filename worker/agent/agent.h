@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include <functional>
+
 #include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 
@@ -36,6 +38,9 @@ struct AgentOptions {
   // How to reach the coordinator (worker_credentials.h); null = plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string ca_pem;  // passed to the ranks; empty = plaintext
+  // Told true once registered with the coordinator, false when the stream
+  // ends (the worker's health port reports it).
+  std::function<void(bool registered)> on_registration;
 };
 
 // The node agent. Keeps one stream to the coordinator (reconnecting with
