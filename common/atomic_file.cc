@@ -125,8 +125,12 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 absl::Status MakeDirs(const std::string& dir) {
   std::string prefix;
+  bool first = true;
   for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
-    absl::StrAppend(&prefix, "/", part);
+    // Relative paths stay relative: only an absolute one starts at "/".
+    if (!first || dir[0] == '/') prefix += '/';
+    first = false;
+    absl::StrAppend(&prefix, part);
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
       return ErrnoError("cannot create directory", prefix);
     }

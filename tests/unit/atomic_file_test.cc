@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <sys/wait.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -64,6 +66,18 @@ TEST_F(AtomicFileTest, MakeDirsCreatesNestedDirectoriesOnce) {
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/x/file", "f").ok());
   EXPECT_EQ(MakeDirs(dir_ + "/x/file").code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AtomicFileTest, MakeDirsKeepsARelativePathRelative) {
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir(dir_.c_str()), 0);
+  const absl::Status made = MakeDirs("rel/a/b");
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(made.ok()) << made;
+  struct stat st;
+  EXPECT_EQ(stat((dir_ + "/rel/a/b").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
 TEST(IsInsideDirTest, ResolvesDotsLexically) {
