@@ -99,16 +99,7 @@ std::string ReadAll(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-class CliCommandsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static LocalCluster* cluster_;
-};
-LocalCluster* CliCommandsTest::cluster_ = nullptr;
+class CliCommandsTest : public SharedClusterTest {};
 
 TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
   std::filesystem::create_directories(cluster_->dir() + "/ckpt");

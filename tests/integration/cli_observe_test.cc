@@ -76,16 +76,7 @@ std::map<int, std::vector<std::string>> LinesByRank(
   return by_rank;
 }
 
-class CliObserveTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static LocalCluster* cluster_;
-};
-LocalCluster* CliObserveTest::cluster_ = nullptr;
+class CliObserveTest : public SharedClusterTest {};
 
 TEST_F(CliObserveTest, LogsMetricsAndPlotOfAFinishedJob) {
   const std::string spec =

@@ -27,16 +27,7 @@ bool IsRankProcess(pid_t pid) {
          cmdline.find("rank") != std::string::npos;
 }
 
-class ClusterTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static LocalCluster* cluster_;
-};
-LocalCluster* ClusterTest::cluster_ = nullptr;
+class ClusterTest : public SharedClusterTest {};
 
 TEST_F(ClusterTest, TwoRankJobSucceedsWithFallingLoss) {
   const std::string spec =

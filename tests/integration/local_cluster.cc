@@ -18,6 +18,9 @@
 extern char** environ;
 
 namespace trainctl::testing {
+
+LocalCluster* SharedClusterTest::cluster_ = nullptr;
+
 namespace {
 
 std::string ReadFile(const std::string& path) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
 
 #include "trainctl/v1/jobs.grpc.pb.h"
 
@@ -129,6 +130,18 @@ class LocalCluster {
   std::vector<std::unique_ptr<Process>> workers_;
   std::unique_ptr<v1::Jobs::Stub> stub_;
   std::string ca_cert_path_, admin_token_, join_token_;
+};
+
+// A suite whose tests share one cluster of two 1-slot, 1-core workers,
+// started before its first test and stopped after its last.
+class SharedClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  static LocalCluster* cluster_;
 };
 
 // PIDs of live processes whose command line contains every one of `parts`.

@@ -21,16 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 using std::chrono::seconds;
 
-class ServiceTrainingTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { cluster_ = new LocalCluster(2, 1, 1); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  static LocalCluster* cluster_;
-};
-LocalCluster* ServiceTrainingTest::cluster_ = nullptr;
+class ServiceTrainingTest : public SharedClusterTest {};
 
 TEST_F(ServiceTrainingTest, TorchScriptModelTrainsThroughTheService) {
   const std::string model = cluster_->dir() + "/convnet.pt";
