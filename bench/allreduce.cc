@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "worker/train/grad_buckets.h"
+#include "worker/train/heap_reuse.h"
 
 namespace {
 
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
   }
   at::set_num_threads(1);
+  trainctl::train::KeepFreedHeapForReuse();  // as the rank process does
   const int64_t elements = mb * (1 << 20) / 4;
   const double bytes = elements * 4.0;
 

@@ -76,6 +76,10 @@ def parse_args():
                         "warm-up (default 6)")
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds one training run may take (default 1800)")
+    p.add_argument("--peer-heap-reuse", action="store_true",
+                   help="run the DDP peer with the malloc settings trainctl's "
+                        "ranks use (GLIBC_TUNABLES), to separate that gain "
+                        "from the rest")
     p.add_argument("--workdir", default=None,
                    help="where specs and logs go (default: a new temp dir)")
     a = p.parse_args()
@@ -162,8 +166,15 @@ class Cluster:
         return proc
 
     def ctl(self, *argv):
+        # TLS and a token, as a user runs it; the handshake is part of the
+        # launch time measured.
+        state = os.path.join(self.logdir, "state")
+        with open(os.path.join(state, "auth", "admin.token")) as f:
+            token = f.read().strip()
         return [os.path.join(self.args.bin, "trainctl"),
-                "--coordinator", self.address, *argv]
+                "--coordinator", self.address,
+                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+                "--token", token, *argv]
 
     def start(self):
         port_file = os.path.join(self.logdir, "port")
@@ -181,11 +192,15 @@ class Cluster:
         time.sleep(0.05)  # let a partially written file finish
         with open(port_file) as f:
             self.address = "127.0.0.1:" + f.read().strip()
+        state = os.path.join(self.logdir, "state")
         for i in range(self.ranks):
             self._spawn(f"worker-{i + 1}", [
                 os.path.join(self.args.bin, "trainctl-worker"),
                 "--coordinator", self.address, "--name", f"bench-{i + 1}",
-                "--slots", "1", "--cpus", str(self.args.threads)])
+                "--slots", "1", "--cpus", str(self.args.threads),
+                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+                "--join-token-file", os.path.join(state, "auth", "join.token"),
+                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}")])
         deadline = time.monotonic() + 60
         while True:
             for name, proc, _ in self.procs:
@@ -325,6 +340,9 @@ def run_ddp(args, model, ranks, steps, warmup, logdir, tag):
     # torchrun would otherwise set OMP_NUM_THREADS=1 for nproc_per_node > 1.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(args.threads)
+    if args.peer_heap_reuse:  # worker/train/heap_reuse.cc, as tunables
+        env["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_threshold=33554432:"
+                                 "glibc.malloc.trim_threshold=1073741824")
     out_path = os.path.join(logdir, f"{tag}.log")
     with open(out_path, "w") as out:
         env["BENCH_LAUNCH_NS"] = str(time.time_ns())
@@ -453,6 +471,8 @@ def main():
 
     log("\nResults (medians over runs; samples/s after warm-up; launch = "
         "launcher spawned -> training step 1 done)")
+    log("DDP peer malloc: " + ("trainctl's settings (--peer-heap-reuse)"
+                               if args.peer_heap_reuse else "glibc defaults"))
     hdr = (f"{'model':<5} {'ranks':>5} {'trainctl/s':>11} {'DDP/s':>9} "
            f"{'ratio':>6} {'target':>12} {'launch tc':>10} {'launch DDP':>11} "
            f"{'DDP/tc':>7} {'target':>11}")

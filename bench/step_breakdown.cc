@@ -22,6 +22,7 @@
 
 #include "common/spec.h"
 #include "worker/train/grad_buckets.h"
+#include "worker/train/heap_reuse.h"
 #include "worker/train/models/model.h"
 #include "worker/train/trainer.h"
 
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
   }
   at::set_num_threads(1);
+  trainctl::train::KeepFreedHeapForReuse();  // as the rank process does
   printf("step time split (ms per step, mean over windows after warm-up), "
          "global batch 128, 1 thread per rank\n");
   printf("%-5s %5s %9s %9s %9s %9s %9s %10s\n", "model", "ranks", "data",

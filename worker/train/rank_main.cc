@@ -17,6 +17,7 @@
 
 #include "common/frame_io.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/train/heap_reuse.h"
 #include "worker/train/rendezvous_store.h"
 #include "worker/train/trainer.h"
 
@@ -255,6 +256,10 @@ int RankMain(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   at::set_num_interop_threads(1);
+  if (!KeepFreedHeapForReuse()) {
+    std::cerr << "rank: could not set malloc to keep freed memory; steps may "
+                 "be slower (page faults)" << std::endl;
+  }
   absl::StatusOr<v1::RankLaunch> launch = ReadLaunch();
   if (!launch.ok()) {
     if (standby && launch.status().code() == absl::StatusCode::kOutOfRange) {

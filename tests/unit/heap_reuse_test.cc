@@ -1,0 +1,45 @@
+#include "worker/train/heap_reuse.h"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace trainctl::train {
+namespace {
+
+constexpr size_t kBlock = 16 << 20;  // an activation-sized buffer
+
+// What glibc's defaults do with a buffer this size, and what the rank's
+// settings change: it comes from the heap, and freeing it keeps the memory.
+TEST(HeapReuseTest, MidSizedBlocksComeFromTheHeapAndStayAfterFree) {
+  ASSERT_TRUE(KeepFreedHeapForReuse());
+  const size_t mapped_before = mallinfo2().hblkhd;
+  char* block = static_cast<char*>(malloc(kBlock));
+  ASSERT_NE(block, nullptr);
+  memset(block, 1, kBlock);  // touch it, as a tensor would
+  EXPECT_LT(mallinfo2().hblkhd, mapped_before + kBlock)
+      << "a 16 MiB block was mmap()ed; it would be unmapped on free";
+  free(block);
+  EXPECT_GE(mallinfo2().fordblks, kBlock)
+      << "the freed block was returned to the kernel (heap trimmed)";
+  // The next step's buffer of the same size reuses it.
+  const size_t arena_before = mallinfo2().arena;
+  char* again = static_cast<char*>(malloc(kBlock));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(mallinfo2().arena, arena_before) << "the heap had to grow again";
+  free(again);
+}
+
+TEST(HeapReuseTest, BlocksOverTheLimitAreStillMapped) {
+  ASSERT_TRUE(KeepFreedHeapForReuse());
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* huge = malloc(64 << 20);
+  ASSERT_NE(huge, nullptr);
+  EXPECT_GE(mallinfo2().hblkhd, mapped_before + (64 << 20));
+  free(huge);
+}
+
+}  // namespace
+}  // namespace trainctl::train
