@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "worker/train/grad_buckets.h"
-#include "worker/train/heap_reuse.h"
+#include "bench/rank_malloc.h"
 
 namespace {
 
@@ -80,6 +80,7 @@ RankTimes RunRank(const c10::intrusive_ptr<c10d::Store>& store, int rank,
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainctl::bench::UseRankMallocSettings(argv);  // as in a rank process
   int64_t mb = 100;
   int ranks = 2, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -88,7 +89,6 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
   }
   at::set_num_threads(1);
-  trainctl::train::KeepFreedHeapForReuse();  // as the rank process does
   const int64_t elements = mb * (1 << 20) / 4;
   const double bytes = elements * 4.0;
 

@@ -200,7 +200,11 @@ class Cluster:
                 "--slots", "1", "--cpus", str(self.args.threads),
                 "--ca-cert", os.path.join(state, "tls", "ca.crt"),
                 "--join-token-file", os.path.join(state, "auth", "join.token"),
-                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}")])
+                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),
+                # One decoded-data cache for the whole benchmark, as a node
+                # keeps it across jobs: only the first trainctl run inflates.
+                "--data-cache-dir", os.path.join(self.args.workdir,
+                                                 "data-cache")])
         deadline = time.monotonic() + 60
         while True:
             for name, proc, _ in self.procs:
@@ -413,7 +417,8 @@ def bench_config(args, model, ranks, workdir, log):
 
 def main():
     args = parse_args()
-    workdir = args.workdir or tempfile.mkdtemp(prefix="trainctl-ddp-bench-")
+    workdir = args.workdir = (args.workdir or
+                              tempfile.mkdtemp(prefix="trainctl-ddp-bench-"))
     os.makedirs(workdir, exist_ok=True)
 
     def log(msg=""):

@@ -22,7 +22,7 @@
 
 #include "common/spec.h"
 #include "worker/train/grad_buckets.h"
-#include "worker/train/heap_reuse.h"
+#include "bench/rank_malloc.h"
 #include "worker/train/models/model.h"
 #include "worker/train/trainer.h"
 
@@ -136,12 +136,12 @@ std::pair<double, double> ExposedAndTotal(const std::string& model, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainctl::bench::UseRankMallocSettings(argv);  // as in a rank process
   int steps = 200;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
   }
   at::set_num_threads(1);
-  trainctl::train::KeepFreedHeapForReuse();  // as the rank process does
   printf("step time split (ms per step, mean over windows after warm-up), "
          "global batch 128, 1 thread per rank\n");
   printf("%-5s %5s %9s %9s %9s %9s %9s %10s\n", "model", "ranks", "data",

@@ -152,6 +152,21 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", tls.state_dir,
                  "where a joined certificate is kept (created 0700)")
       ->capture_default_str();
+  std::string data_cache_dir;
+  app.add_option("--data-cache-dir", data_cache_dir,
+                 "where ranks keep decoded copies of gzip-compressed data "
+                 "files, so the next job on them starts without inflating "
+                 "them again (default: STATE_DIR/data-cache)");
+  app.add_option("--data-cache-mb", options.data_cache_mb,
+                 "most disk the decoded copies may use, least recently used "
+                 "dropped first; 0 turns the cache off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--standby-heap-mb", options.standby_heap_mb,
+                 "heap each waiting rank process maps in advance, so that a "
+                 "job's first step does not page-fault (0: none)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   std::string health_listen;
   std::string health_port_file;
   app.add_option("--health-listen", health_listen,
@@ -167,6 +182,15 @@ int main(int argc, char** argv) {
   // Rank processes inherit the environment; the join token is not theirs.
   unsetenv("TRAINCTL_JOIN_TOKEN");
   if (options.name.empty()) options.name = Hostname();
+  options.data_cache_dir = data_cache_dir.empty()
+                               ? tls.state_dir + "/data-cache"
+                               : data_cache_dir;
+  if (options.data_cache_dir[0] != '/') {  // ranks may not share our cwd
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      options.data_cache_dir = std::string(cwd) + "/" + options.data_cache_dir;
+    }
+  }
   if (!join_token_file.empty()) {
     if (!tls.join_token.empty()) {
       fprintf(stderr,

@@ -141,5 +141,53 @@ TEST_F(ServiceTrainingTest, DryRunPrintsTheResolvedSpecAndTotalSteps) {
   EXPECT_THAT(dry.output, HasSubstr("total steps: 936"));  // 2 x 60000 / 128
 }
 
+// The plan metric's value of `key` for job `id` (-1 when absent).
+double PlanValue(LocalCluster& cluster, const std::string& id,
+                 const std::string& key) {
+  for (const v1::JobEvent& e : cluster.Events(id)) {
+    if (e.has_metric() && e.metric().kind() == "plan") {
+      auto it = e.metric().values().find(key);
+      return it == e.metric().values().end() ? -1 : it->second;
+    }
+  }
+  return -1;
+}
+
+TEST_F(ServiceTrainingTest, WorkersKeepDecodedDataForTheNextJob) {
+  // Copies of the test set under new paths: nothing else uses their entries.
+  const std::string data = "/usr/share/datasets/fashion-mnist/";
+  const std::string images = cluster_->dir() + "/cache-images.gz";
+  const std::string labels = cluster_->dir() + "/cache-labels.gz";
+  ASSERT_EQ(std::system(("cp " + data + "t10k-images-idx3-ubyte.gz " + images +
+                         " && cp " + data + "t10k-labels-idx1-ubyte.gz " + labels)
+                            .c_str()),
+            0);
+  const std::string spec = cluster_->WriteFile(
+      "cached.yaml",
+      "name: cached\nranks: 2\nseed: 8\nmodel: {type: mlp, hidden: [16]}\n"
+      "data: {train_images: " + images + ", train_labels: " + labels + "}\n"
+      "training: {batch_size: 64, max_steps: 4}\n");
+  CliResult first = cluster_->Cli({"submit", spec, "--follow"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string first_id = JobIdFrom(first.output);
+  EXPECT_EQ(PlanValue(*cluster_, first_id, "data_cache_stored"), 2);
+  EXPECT_EQ(PlanValue(*cluster_, first_id, "data_cache_hits"), 0);
+  // Each worker keeps the copies in its state directory, decoded.
+  for (const char* worker : {"w1", "w2"}) {
+    const std::string cache = cluster_->dir() + "/" + worker + "-state/data-cache";
+    const std::string cmd =
+        "cmp -s <(gzip -dc " + images + ") " + cache + "/*-cache-images";
+    EXPECT_EQ(std::system(("bash -c '" + cmd + "'").c_str()), 0) << cache;
+  }
+  CliResult second = cluster_->Cli({"submit", spec, "--follow"});
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  const std::string second_id = JobIdFrom(second.output);
+  EXPECT_EQ(PlanValue(*cluster_, second_id, "data_cache_hits"), 2);
+  EXPECT_EQ(PlanValue(*cluster_, second_id, "data_cache_stored"), 0);
+  // Same data, same losses: the copy is the file.
+  EXPECT_EQ(cluster_->GetJob(first_id).latest_train().values().at("loss"),
+            cluster_->GetJob(second_id).latest_train().values().at("loss"));
+}
+
 }  // namespace
 }  // namespace trainctl::testing

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace trainctl::train {
 namespace {
@@ -39,6 +41,28 @@ TEST(HeapReuseTest, BlocksOverTheLimitAreStillMapped) {
   ASSERT_NE(huge, nullptr);
   EXPECT_GE(mallinfo2().hblkhd, mapped_before + (64 << 20));
   free(huge);
+}
+
+TEST(HeapReuseTest, PrefaultedHeapStaysMappedForTheFirstStep) {
+  ASSERT_TRUE(KeepFreedHeapForReuse());
+  PrefaultHeap(int64_t{64} << 20);
+  // Freed but kept: the heap holds at least that much free memory, and a
+  // step-sized allocation needs no new heap.
+  EXPECT_GE(mallinfo2().fordblks, size_t{64} << 20);
+  const size_t arena_before = mallinfo2().arena;
+  std::vector<void*> step;
+  for (int i = 0; i < 3; ++i) step.push_back(malloc(kBlock));
+  EXPECT_EQ(mallinfo2().arena, arena_before);
+  for (void* p : step) free(p);
+}
+
+TEST(HeapReuseTest, TunablesForRanksLetTheWorkersOwnSettingsWin) {
+  const std::string ours = RankMallocTunables("");
+  EXPECT_NE(ours.find("glibc.malloc.hugetlb=1"), std::string::npos) << ours;
+  EXPECT_NE(ours.find("glibc.malloc.mmap_threshold=33554432"), std::string::npos);
+  EXPECT_NE(ours.find("glibc.malloc.trim_threshold=1073741824"), std::string::npos);
+  const std::string merged = RankMallocTunables("glibc.malloc.hugetlb=0");
+  EXPECT_EQ(merged, ours + ":glibc.malloc.hugetlb=0");  // later entries win
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "common/frame_io.h"
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/train/heap_reuse.h"
 
 namespace trainctl::agent {
 namespace {
@@ -210,6 +211,14 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
                           "MKL_NUM_THREADS"}) {
     launch.env[var] = absl::StrCat(threads);
   }
+  // malloc tuned for training from exec on (worker/train/heap_reuse.h).
+  const char* tunables = getenv("GLIBC_TUNABLES");
+  launch.env["GLIBC_TUNABLES"] =
+      train::RankMallocTunables(tunables != nullptr ? tunables : "");
+  launch.env["TRAINCTL_STANDBY_HEAP_MB"] = absl::StrCat(options_.standby_heap_mb);
+  // Always set, so that nothing inherited from our environment applies.
+  launch.env["TRAINCTL_DATA_CACHE_DIR"] = options_.data_cache_dir;
+  launch.env["TRAINCTL_DATA_CACHE_MB"] = absl::StrCat(options_.data_cache_mb);
   launch.stdin_bytes = stdin_bytes;
   launch.standby = standby;
   return RankProcess::Start(launch, std::move(callbacks));

@@ -35,6 +35,13 @@ struct AgentOptions {
   // process start-up (about a second for LibTorch's dependencies).
   bool standby_ranks = true;
   int max_buffered_messages = 100'000;
+  // Decoded copies of gzip data files, shared by this node's ranks
+  // (worker/train/data/decoded_cache.h); a limit of 0 turns them off.
+  std::string data_cache_dir;
+  int64_t data_cache_mb = 8192;
+  // Heap a standby rank touches while it waits, so the first training step
+  // does not page-fault its way to its working set.
+  int64_t standby_heap_mb = 256;
   // How to reach the coordinator (worker_credentials.h); null = plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string ca_pem;  // passed to the ranks; empty = plaintext

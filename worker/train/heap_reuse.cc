@@ -1,6 +1,8 @@
 #include "worker/train/heap_reuse.h"
 
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
+#include <cstring>
+#include <vector>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -26,6 +28,29 @@ bool KeepFreedHeapForReuse() {
 #else
   return false;
 #endif
+}
+
+std::string RankMallocTunables(const std::string& inherited) {
+  std::string tunables =
+      "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=" +
+      std::to_string(kLargestHeapBlock) +
+      ":glibc.malloc.trim_threshold=" + std::to_string(kKeptFreeHeap);
+  if (!inherited.empty()) tunables += ":" + inherited;
+  return tunables;
+}
+
+void PrefaultHeap(int64_t bytes) {
+  constexpr int64_t kBlock = kLargestHeapBlock / 2;  // below the mmap limit
+  std::vector<void*> blocks;
+  for (int64_t done = 0; done < bytes; done += kBlock) {
+    void* block = malloc(kBlock);
+    if (block == nullptr) break;
+    memset(block, 0, kBlock);
+    asm volatile("" : : "r"(block) : "memory");  // the stores must happen
+    blocks.push_back(block);
+  }
+  // Freed last-first, they merge into the heap top, which is not trimmed.
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) free(*it);
 }
 
 }  // namespace trainctl::train

@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include "absl/strings/numbers.h"
 #include "common/frame_io.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/train/heap_reuse.h"
@@ -206,14 +207,20 @@ int RunRank(const v1::RankLaunch& launch) {
   };
   const auto start = Clock::now();
   double load_ms = 0;
+  // The worker's decoded copies of gzip inputs (its --data-cache-dir).
+  const std::unique_ptr<DecodedFileCache> cache = DecodedFileCache::FromEnvironment();
   auto data = std::async(std::launch::async, [&] {
-    auto loaded = LoadDatasets(spec);
+    auto loaded = LoadDatasets(spec, cache.get());
     load_ms = since(start);
     return loaded;
   });
   ctx.load_data = [&] {
     auto loaded = data.get();
     ctx.startup["data_load_ms"] = load_ms;
+    if (cache) {
+      ctx.startup["data_cache_hits"] = cache->hits();
+      ctx.startup["data_cache_stored"] = cache->stored();
+    }
     return loaded;
   };
   try {
@@ -259,6 +266,14 @@ int RankMain(int argc, char** argv) {
   if (!KeepFreedHeapForReuse()) {
     std::cerr << "rank: could not set malloc to keep freed memory; steps may "
                  "be slower (page faults)" << std::endl;
+  }
+  if (standby) {
+    // Map the first step's working set now, while there is time.
+    int64_t heap_mb = 0;
+    const char* mb = getenv("TRAINCTL_STANDBY_HEAP_MB");
+    if (mb != nullptr && absl::SimpleAtoi(mb, &heap_mb) && heap_mb > 0) {
+      PrefaultHeap(heap_mb << 20);
+    }
   }
   absl::StatusOr<v1::RankLaunch> launch = ReadLaunch();
   if (!launch.ok()) {

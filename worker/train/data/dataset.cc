@@ -37,13 +37,14 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
                                      const std::string& labels, int64_t limit,
                                      const std::string& field,
-                                     const std::string& task) {
+                                     const std::string& task,
+                                     const DecodedFileCache* cache) {
   if (task == "language_model") {
     return absl::InvalidArgumentError(
         "data.format: idx holds labelled images; task language_model needs "
         "tokens, text or tensors");
   }
-  ASSIGN_OR_RETURN(IdxData idx, LoadIdx(images, labels, limit, field));
+  ASSIGN_OR_RETURN(IdxData idx, LoadIdx(images, labels, limit, field, cache));
   LoadedSet out;
   torch::Tensor inputs = idx.inputs.unsqueeze(1);  // [N, 1, H, W] for CNNs
   out.info.input_shape.assign(inputs.sizes().begin() + 1, inputs.sizes().end());
@@ -58,14 +59,15 @@ absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
   return out;
 }
 
-absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval) {
+absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
+                                  const DecodedFileCache* cache) {
   const v1::DataSpec& d = spec.data();
   const std::string task = spec.task().empty() ? "classification" : spec.task();
   if (d.format() == "idx") {
     return eval ? ReadIdxSet(d.eval_images(), d.eval_labels(), d.eval_limit(),
-                             "data.eval", task)
+                             "data.eval", task, cache)
                 : ReadIdxSet(d.train_images(), d.train_labels(),
-                             d.train_limit(), "data.train", task);
+                             d.train_limit(), "data.train", task, cache);
   }
   ReadRequest req;
   req.path = eval ? d.eval_path() : d.train_path();
@@ -131,16 +133,17 @@ absl::Status SplitOffEval(const v1::JobSpec& spec, Datasets* out) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec) {
+absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec,
+                                     const DecodedFileCache* cache) {
   const v1::DataSpec& d = spec.data();
   Datasets out;
-  ASSIGN_OR_RETURN(LoadedSet train, ReadSet(spec, /*eval=*/false));
+  ASSIGN_OR_RETURN(LoadedSet train, ReadSet(spec, /*eval=*/false, cache));
   out.train = std::move(train.data);
   out.info = train.info;
   const bool has_eval_set =
       d.format() == "idx" ? !d.eval_images().empty() : !d.eval_path().empty();
   if (has_eval_set) {
-    ASSIGN_OR_RETURN(LoadedSet eval, ReadSet(spec, /*eval=*/true));
+    ASSIGN_OR_RETURN(LoadedSet eval, ReadSet(spec, /*eval=*/true, cache));
     RETURN_IF_ERROR(MergeInfo(
         eval.info, d.format() == "idx" ? "data.eval_images" : "data.eval_path",
         &out.info));
@@ -176,11 +179,12 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
   return bytes;
 }
 
-absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec) {
+absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec,
+                                      const DecodedFileCache* cache) {
   // Torch reports failures (allocation, conversions) by exception; none may
   // escape to the trainer.
   try {
-    return LoadOrThrow(spec);
+    return LoadOrThrow(spec, cache);
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("data: loading failed: ", e.what_without_backtrace()));

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainctl/v1/spec.pb.h"
+#include "worker/train/data/decoded_cache.h"
 
 namespace trainctl::train {
 
@@ -57,6 +58,8 @@ struct Datasets {
 //   tensors  row i of torch.save({"x": X, "y": Y}); integer X = token ids.
 // With eval_fraction > 0 and no eval set, a seeded permutation (identical
 // on every rank) moves round(n * eval_fraction) training samples to eval.
-absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec);
+// With a `cache`, gzip-compressed IDX files are read from decoded copies.
+absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec,
+                                      const DecodedFileCache* cache = nullptr);
 
 }  // namespace trainctl::train

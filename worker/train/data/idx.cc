@@ -1,9 +1,11 @@
 #include "worker/train/data/idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <vector>
 
@@ -22,20 +24,23 @@ struct GzCloser {
 };
 using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
-// An IDX file: its dimensions and its payload bytes (unsigned 8-bit only).
+// An IDX file: its dimensions and its payload (unsigned 8-bit only).
 struct IdxFile {
   std::vector<int64_t> dims;
-  std::vector<uint8_t> data;
+  torch::Tensor data;  // uint8, shaped by dims
 };
 
-absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
-                                int64_t limit, const std::string& field) {
+// Reads `path` (named `shown` in errors) from `file`, which is either the
+// path itself or its decoded copy in the cache.
+absl::StatusOr<IdxFile> ReadIdxFrom(const std::string& file_path,
+                                    const std::string& path, uint32_t magic,
+                                    int64_t limit, const std::string& field) {
   auto fail = [&](const std::string& why) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": ", path, ": ", why));
   };
   // gzopen reads plain files transparently too.
-  GzFile file(gzopen(path.c_str(), "rb"));
+  GzFile file(gzopen(file_path.c_str(), "rb"));
   // A large buffer makes inflating tens of megabytes several times faster.
   if (file) gzbuffer(file.get(), 1 << 20);
   if (!file) return fail(absl::StrCat("cannot open: ", strerror(errno)));
@@ -65,12 +70,14 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
   if (limit > 0 && limit < idx.dims[0]) idx.dims[0] = limit;
   for (int64_t d : idx.dims) total *= d;
   if (total > (int64_t{1} << 34)) return fail("IDX file too large");
-  idx.data.resize(total);
+  // Straight into the tensor: no second copy of tens of megabytes.
+  idx.data = torch::empty(idx.dims, torch::kUInt8);
+  uint8_t* out = idx.data.data_ptr<uint8_t>();
   int64_t done = 0;
   while (done < total) {
     const unsigned chunk =
         static_cast<unsigned>(std::min<int64_t>(total - done, 1 << 30));
-    int n = gzread(file.get(), idx.data.data() + done, chunk);
+    int n = gzread(file.get(), out + done, chunk);
     if (n <= 0) {
       return fail(absl::StrCat("truncated: expected ", total,
                                " payload bytes, got ", done));
@@ -80,15 +87,37 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
   return idx;
 }
 
+absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
+                                int64_t limit, const std::string& field,
+                                const DecodedFileCache* cache) {
+  if (cache != nullptr) {
+    const DecodedFileCache::Resolved copy = cache->Resolve(path);
+    if (copy.outcome == DecodedFileCache::Outcome::kBypassed) {
+      std::cerr << "data cache not used for " << path << ": " << copy.note
+                << std::endl;
+    } else if (copy.path != path) {
+      absl::StatusOr<IdxFile> cached =
+          ReadIdxFrom(copy.path, path, magic, limit, field);
+      if (cached.ok()) return cached;
+      // A damaged copy must not fail the job: drop it, read the source.
+      std::cerr << "data cache: dropping " << copy.path << " ("
+                << cached.status().message() << ")" << std::endl;
+      ::unlink(copy.path.c_str());
+    }
+  }
+  return ReadIdxFrom(path, path, magic, limit, field);
+}
+
 }  // namespace
 
 absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path, int64_t limit,
-                                const std::string& field) {
+                                const std::string& field,
+                                const DecodedFileCache* cache) {
   ASSIGN_OR_RETURN(IdxFile images, ReadIdx(images_path, kUbyteImages, limit,
-                                           absl::StrCat(field, "_images")));
+                                           absl::StrCat(field, "_images"), cache));
   ASSIGN_OR_RETURN(IdxFile labels, ReadIdx(labels_path, kUbyteLabels, limit,
-                                           absl::StrCat(field, "_labels")));
+                                           absl::StrCat(field, "_labels"), cache));
   if (images.dims[0] != labels.dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, "_labels: ", labels_path, " has ", labels.dims[0],
@@ -96,11 +125,8 @@ absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
   }
   IdxData ds;
   // Pixels stay uint8; TensorDataset scales each batch (see kPixelScale).
-  ds.inputs = torch::from_blob(images.data.data(), images.dims, torch::kUInt8)
-                  .clone();
-  ds.labels =
-      torch::from_blob(labels.data.data(), {labels.dims[0]}, torch::kUInt8)
-          .to(torch::kInt64);
+  ds.inputs = std::move(images.data);
+  ds.labels = labels.data.to(torch::kInt64);
   return ds;
 }
 

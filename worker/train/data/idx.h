@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "worker/train/data/decoded_cache.h"
 
 namespace trainctl::train {
 
@@ -22,9 +23,11 @@ struct IdxData {
 // Reads an IDX image file and its label file (MNIST / Fashion-MNIST layout),
 // gzip-compressed or raw. Pixels stay uint8 (scale by kPixelScale). `limit` > 0 keeps
 // only the first `limit` samples. Errors name `field` (the spec field the
-// paths came from) and the file, and say what is wrong with it.
+// paths came from) and the file, and say what is wrong with it. With a
+// `cache`, gzip files are read from their decoded copies there.
 absl::StatusOr<IdxData> LoadIdx(const std::string& images_path,
                                 const std::string& labels_path, int64_t limit,
-                                const std::string& field);
+                                const std::string& field,
+                                const DecodedFileCache* cache = nullptr);
 
 }  // namespace trainctl::train
