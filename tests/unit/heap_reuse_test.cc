@@ -56,6 +56,12 @@ TEST(HeapReuseTest, PrefaultedHeapStaysMappedForTheFirstStep) {
   for (void* p : step) free(p);
 }
 
+TEST(HeapReuseTest, PrefaultStopsWhenAskedTo) {
+  int blocks = 0;
+  PrefaultHeap(int64_t{1} << 30, [&] { return ++blocks > 2; });
+  EXPECT_EQ(blocks, 3);  // two blocks touched, then asked and stopped
+}
+
 TEST(HeapReuseTest, TunablesForRanksLetTheWorkersOwnSettingsWin) {
   const std::string ours = RankMallocTunables("");
   EXPECT_NE(ours.find("glibc.malloc.hugetlb=1"), std::string::npos) << ours;

@@ -39,10 +39,11 @@ std::string RankMallocTunables(const std::string& inherited) {
   return tunables;
 }
 
-void PrefaultHeap(int64_t bytes) {
+void PrefaultHeap(int64_t bytes, const std::function<bool()>& stop) {
   constexpr int64_t kBlock = kLargestHeapBlock / 2;  // below the mmap limit
   std::vector<void*> blocks;
   for (int64_t done = 0; done < bytes; done += kBlock) {
+    if (stop && stop()) break;
     void* block = malloc(kBlock);
     if (block == nullptr) break;
     memset(block, 0, kBlock);

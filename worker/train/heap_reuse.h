@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace trainctl::train {
@@ -30,7 +31,9 @@ std::string RankMallocTunables(const std::string& inherited);
 
 // Touches `bytes` of heap in blocks the heap keeps, then frees them, so that
 // the first training step finds its memory already mapped. For a standby
-// rank, while it waits; call after KeepFreedHeapForReuse().
-void PrefaultHeap(int64_t bytes);
+// rank, while it waits; call after KeepFreedHeapForReuse(). Stops early,
+// between blocks, once `stop` (if given) returns true: an assignment that
+// arrives must not wait for this.
+void PrefaultHeap(int64_t bytes, const std::function<bool()>& stop = {});
 
 }  // namespace trainctl::train

@@ -1,5 +1,6 @@
 #include "worker/train/rank_main.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -272,7 +273,10 @@ int RankMain(int argc, char** argv) {
     int64_t heap_mb = 0;
     const char* mb = getenv("TRAINCTL_STANDBY_HEAP_MB");
     if (mb != nullptr && absl::SimpleAtoi(mb, &heap_mb) && heap_mb > 0) {
-      PrefaultHeap(heap_mb << 20);
+      PrefaultHeap(heap_mb << 20, [] {  // until the assignment arrives
+        pollfd in{STDIN_FILENO, POLLIN, 0};
+        return ::poll(&in, 1, 0) != 0;
+      });
     }
   }
   absl::StatusOr<v1::RankLaunch> launch = ReadLaunch();
