@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+from bench_cluster import BenchError, Cluster
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_STEPS = {"mlp": 600, "cnn": 200}
 TRAIN_SAMPLES = 60000  # Fashion-MNIST training set
@@ -46,10 +48,6 @@ TRAIN_SAMPLES = 60000  # Fashion-MNIST training set
 THROUGHPUT_TARGET = {("mlp", 2): 1.10, ("cnn", 2): 1.00}
 THROUGHPUT_TARGET_DEFAULT = 1.00  # 1 rank, and anything not listed
 LAUNCH_TARGET = 5.0  # torchrun launch->first step / trainctl's
-
-
-class BenchError(Exception):
-    pass
 
 
 def parse_args():
@@ -149,104 +147,6 @@ def fmt(x, spec=".0f"):
 
 # ---------------------------------------------------------------- trainctl
 
-class Cluster:
-    """A coordinator and `ranks` single-slot workers on loopback."""
-
-    def __init__(self, args, ranks, logdir):
-        self.args, self.ranks, self.logdir = args, ranks, logdir
-        self.procs = []  # (name, Popen, log path)
-        self.address = None
-
-    def _spawn(self, name, cmd, env=None):
-        log = os.path.join(self.logdir, name + ".log")
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env)
-        self.procs.append((name, proc, log))
-        return proc
-
-    def ctl(self, *argv):
-        # TLS and a token, as a user runs it; the handshake is part of the
-        # launch time measured.
-        state = os.path.join(self.logdir, "state")
-        with open(os.path.join(state, "auth", "admin.token")) as f:
-            token = f.read().strip()
-        return [os.path.join(self.args.bin, "trainctl"),
-                "--coordinator", self.address,
-                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
-                "--token", token, *argv]
-
-    def start(self):
-        port_file = os.path.join(self.logdir, "port")
-        coord = self._spawn("coordinator", [
-            os.path.join(self.args.bin, "trainctl-coordinator"),
-            "--listen", "127.0.0.1:0", "--port-file", port_file,
-            "--state-dir", os.path.join(self.logdir, "state")])
-        deadline = time.monotonic() + 30
-        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
-            if coord.poll() is not None:
-                raise BenchError(f"coordinator exited with {coord.returncode}")
-            if time.monotonic() > deadline:
-                raise BenchError("coordinator did not write its port in 30 s")
-            time.sleep(0.05)
-        time.sleep(0.05)  # let a partially written file finish
-        with open(port_file) as f:
-            self.address = "127.0.0.1:" + f.read().strip()
-        state = os.path.join(self.logdir, "state")
-        for i in range(self.ranks):
-            self._spawn(f"worker-{i + 1}", [
-                os.path.join(self.args.bin, "trainctl-worker"),
-                "--coordinator", self.address, "--name", f"bench-{i + 1}",
-                "--slots", "1", "--cpus", str(self.args.threads),
-                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
-                "--join-token-file", os.path.join(state, "auth", "join.token"),
-                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),
-                # One decoded-data cache for the whole benchmark, as a node
-                # keeps it across jobs: only the first trainctl run inflates.
-                "--data-cache-dir", os.path.join(self.args.workdir,
-                                                 "data-cache")])
-        deadline = time.monotonic() + 60
-        while True:
-            for name, proc, _ in self.procs:
-                if proc.poll() is not None:
-                    raise BenchError(f"{name} exited with {proc.returncode}")
-            r = subprocess.run(self.ctl("workers", "--output", "json"),
-                               capture_output=True, text=True, timeout=30)
-            if r.returncode == 0:
-                try:
-                    workers = json.loads(r.stdout).get("workers", [])
-                except ValueError:
-                    workers = []
-                if len(workers) >= self.ranks:
-                    # Registered workers start their standby rank processes
-                    # (loading LibTorch) right after; "already running
-                    # workers" means those are ready too.
-                    time.sleep(3)
-                    return
-            if time.monotonic() > deadline:
-                raise BenchError(f"{self.ranks} workers did not register in "
-                                 f"60 s (last answer: {r.stdout or r.stderr})")
-            time.sleep(0.1)
-
-    def check_alive(self):
-        for name, proc, _ in self.procs:
-            if proc.poll() is not None:
-                raise BenchError(f"{name} exited with {proc.returncode}")
-
-    def stop(self):
-        # Workers first, so they do not spend the coordinator's shutdown
-        # reconnecting; then the coordinator.
-        for name, proc, _ in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for name, proc, _ in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 def job_spec(args, model, ranks, steps, log_every):
     steps_per_epoch = TRAIN_SAMPLES // args.global_batch
     d = args.data_dir
@@ -344,9 +244,11 @@ def run_ddp(args, model, ranks, steps, warmup, logdir, tag):
     # torchrun would otherwise set OMP_NUM_THREADS=1 for nproc_per_node > 1.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(args.threads)
-    if args.peer_heap_reuse:  # worker/train/heap_reuse.cc, as tunables
-        env["GLIBC_TUNABLES"] = ("glibc.malloc.mmap_threshold=33554432:"
-                                 "glibc.malloc.trim_threshold=1073741824")
+    if args.peer_heap_reuse:  # RankMallocTunables in worker/train/heap_reuse.cc
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, [
+            "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
+            "glibc.malloc.trim_threshold=1073741824",
+            os.environ.get("GLIBC_TUNABLES")]))
     out_path = os.path.join(logdir, f"{tag}.log")
     with open(out_path, "w") as out:
         env["BENCH_LAUNCH_NS"] = str(time.time_ns())

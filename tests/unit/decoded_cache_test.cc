@@ -105,6 +105,71 @@ TEST_F(DecodedCacheTest, ChangedSourceIsAMissNeverStaleData) {
   EXPECT_EQ(ReadAll(new_copy.path), "version two, longer");
 }
 
+TEST_F(DecodedCacheTest, SameSizeRewriteInPlaceIsAMiss) {
+  const std::string source = root_ + "/same-size.gz";
+  WriteGzip(source, "AAAA");
+  DecodedFileCache cache(cache_dir_, 64 << 20);
+  const auto old_copy = cache.Resolve(source);
+  ASSERT_EQ(old_copy.outcome, Outcome::kStored);
+  // Same inode, same compressed size, then the old mtime put back (as
+  // cp -p or rsync -t would): only the contents and ctime differ.
+  struct stat before;
+  ASSERT_EQ(stat(source.c_str(), &before), 0);
+  std::string bytes = ReadAll(old_copy.path);
+  WriteGzip(root_ + "/other.gz", "BBBB");
+  const std::string other = ReadAll(root_ + "/other.gz");
+  ASSERT_EQ(other.size(), static_cast<size_t>(before.st_size));
+  {
+    std::ofstream out(source, std::ios::binary | std::ios::in | std::ios::out);
+    out << other;
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, source.c_str(), times, 0), 0);
+  const auto new_copy = cache.Resolve(source);
+  EXPECT_EQ(new_copy.outcome, Outcome::kStored);
+  EXPECT_EQ(ReadAll(new_copy.path), "BBBB");
+  EXPECT_EQ(bytes, "AAAA");
+}
+
+TEST_F(DecodedCacheTest, TruncatedGzipIsNotCached) {
+  const std::string source = root_ + "/growing.gz";
+  WriteGzip(source, Pattern(5, 1 << 20));
+  const std::string whole = ReadAll(source);
+  std::ofstream(source, std::ios::binary | std::ios::trunc)
+      << whole.substr(0, whole.size() / 2);  // still being written
+  DecodedFileCache cache(cache_dir_, 64 << 20);
+  const auto resolved = cache.Resolve(source);
+  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
+  EXPECT_EQ(resolved.path, source);
+  EXPECT_TRUE(Entries(cache_dir_).empty());
+}
+
+TEST_F(DecodedCacheTest, EvictionNeverTouchesFilesItDidNotWrite) {
+  ASSERT_EQ(mkdir(cache_dir_.substr(0, cache_dir_.rfind('/')).c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(cache_dir_.c_str(), 0700), 0);
+  const std::string precious = cache_dir_ + "/my-dataset.bin";
+  std::ofstream(precious) << Pattern(6, 4 << 20);
+  DecodedFileCache cache(cache_dir_, 1 << 20);  // already over the limit
+  const std::string source = root_ + "/small.gz";
+  WriteGzip(source, "small");
+  EXPECT_EQ(cache.Resolve(source).outcome, Outcome::kStored);
+  EXPECT_EQ(access(precious.c_str(), F_OK), 0) << "evicted a user's file";
+}
+
+TEST_F(DecodedCacheTest, DirectoryOthersCanWriteIsNotUsed) {
+  ASSERT_EQ(mkdir(cache_dir_.substr(0, cache_dir_.rfind('/')).c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(cache_dir_.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(cache_dir_.c_str(), 0777), 0);
+  const std::string source = root_ + "/x.gz";
+  WriteGzip(source, "x");
+  DecodedFileCache cache(cache_dir_, 64 << 20);
+  const auto resolved = cache.Resolve(source);
+  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
+  EXPECT_EQ(resolved.path, source);
+  EXPECT_NE(resolved.note.find("writable by no one else"), std::string::npos)
+      << resolved.note;
+}
+
 TEST_F(DecodedCacheTest, PlainFilesAreReadInPlace) {
   const std::string source = root_ + "/plain.idx";
   std::ofstream(source) << "not compressed";

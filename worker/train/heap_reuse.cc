@@ -21,9 +21,18 @@ constexpr int kKeptFreeHeap = 1 << 30;
 
 bool KeepFreedHeapForReuse() {
 #if defined(__GLIBC__)
+  // What GLIBC_TUNABLES sets applied at exec (RankMallocTunables from the
+  // agent, then the operator's own); mallopt would override the operator.
+  const char* env = getenv("GLIBC_TUNABLES");
+  const std::string tunables = env != nullptr ? env : "";
+  auto given = [&](const char* key) {
+    return tunables.find(key) != std::string::npos;
+  };
   // Setting either one also turns off glibc's dynamic mmap threshold.
-  const bool mmap_ok = mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock) == 1;
-  const bool trim_ok = mallopt(M_TRIM_THRESHOLD, kKeptFreeHeap) == 1;
+  const bool mmap_ok = given("glibc.malloc.mmap_threshold=") ||
+                       mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock) == 1;
+  const bool trim_ok = given("glibc.malloc.trim_threshold=") ||
+                       mallopt(M_TRIM_THRESHOLD, kKeptFreeHeap) == 1;
   return mmap_ok && trim_ok;
 #else
   return false;

@@ -17,8 +17,9 @@ namespace trainctl::train {
 // slower than its kernels (see docs/performance.md). The cost is that a
 // rank keeps its peak heap until it exits, as GPU caching allocators do.
 //
-// Call once at process start, before large allocations. Returns false if
-// the C library refused a setting (not glibc, or limits changed).
+// Call once at process start, before large allocations. A setting that
+// GLIBC_TUNABLES gives is left as it is. Returns false if the C library
+// refused a setting (not glibc, or limits changed).
 bool KeepFreedHeapForReuse();
 
 // GLIBC_TUNABLES for a rank process: the settings above, applied from exec

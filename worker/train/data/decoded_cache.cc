@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -29,15 +31,32 @@ constexpr char kTempPrefix[] = ".tmp-";
 // A temporary copy this old belongs to a writer that died.
 constexpr time_t kStaleTempSeconds = 3600;
 constexpr size_t kCopyBuffer = 1 << 20;
+// Free space left on the cache's filesystem after a copy.
+constexpr int64_t kFreeSpaceReserve = int64_t{256} << 20;
+constexpr int kHashDigits = 16;
 
-bool IsGzip(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+struct Fd {
+  explicit Fd(int fd) : fd(fd) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int fd;
+};
+
+bool IsGzip(int fd) {
   unsigned char magic[2] = {0, 0};
-  const bool gzip = ::read(fd, magic, 2) == 2 && magic[0] == 0x1f &&
-                    magic[1] == 0x8b;
-  ::close(fd);
-  return gzip;
+  return ::pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+// The gzip trailer's size of the decoded data (modulo 4 GiB): an estimate
+// to refuse early what cannot fit.
+int64_t DecodedSizeHint(int fd, const struct stat& st) {
+  unsigned char b[4];
+  if (st.st_size < 18 || ::pread(fd, b, 4, st.st_size - 4) != 4) return 0;
+  return int64_t{b[0]} | int64_t{b[1]} << 8 | int64_t{b[2]} << 16 |
+         int64_t{b[3]} << 24;
 }
 
 uint64_t Fnv1a64(const std::string& text) {
@@ -49,22 +68,40 @@ uint64_t Fnv1a64(const std::string& text) {
   return hash;
 }
 
+bool SameVersion(const struct stat& a, const struct stat& b) {
+  return a.st_size == b.st_size && a.st_ino == b.st_ino &&
+         a.st_dev == b.st_dev && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+         a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
+         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
 // "<hash of identity>-<name without .gz>": readable in `ls`, unique per
-// version of the source.
-absl::StatusOr<std::string> CopyName(const std::string& path) {
+// version of the file open at `fd` (its path read back from /proc, so a
+// symlink switched meanwhile cannot pair one file's name with another's
+// bytes). ctime too: cp -p and rsync -t can set mtime, nobody sets ctime.
+absl::StatusOr<std::string> CopyName(int fd, const struct stat& st) {
   char real[PATH_MAX];
-  if (::realpath(path.c_str(), real) == nullptr) {
-    return absl::NotFoundError(strerror(errno));
-  }
-  struct stat st;
-  if (::stat(real, &st) != 0) return absl::NotFoundError(strerror(errno));
+  const std::string link = absl::StrCat("/proc/self/fd/", fd);
+  const ssize_t n = ::readlink(link.c_str(), real, sizeof(real) - 1);
+  if (n <= 0) return absl::NotFoundError(absl::StrCat(link, ": ", strerror(errno)));
+  const std::string path(real, static_cast<size_t>(n));
   const std::string identity = absl::StrCat(
-      real, "\n", st.st_size, "\n", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
-      "\n", st.st_ino, "\n", st.st_dev);
-  std::string base = real;
-  base = base.substr(base.rfind('/') + 1);
+      path, "\n", st.st_size, "\n", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
+      "\n", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "\n", st.st_ino, "\n",
+      st.st_dev);
+  std::string base = path.substr(path.rfind('/') + 1);
   if (absl::EndsWith(base, ".gz")) base.resize(base.size() - 3);
   return absl::StrFormat("%016x-%s", Fnv1a64(identity), base);
+}
+
+// Only files this class wrote are ever counted or deleted.
+bool IsCopyName(const std::string& name) {
+  if (name.size() <= kHashDigits || name[kHashDigits] != '-') return false;
+  for (int i = 0; i < kHashDigits; ++i) {
+    if (!isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  }
+  return true;
 }
 
 bool WriteAll(int fd, const char* data, size_t size) {
@@ -90,89 +127,138 @@ std::unique_ptr<DecodedFileCache> DecodedFileCache::FromEnvironment() {
   const char* limit = getenv("TRAINCTL_DATA_CACHE_MB");
   if (limit != nullptr && !absl::SimpleAtoi(limit, &mb)) return nullptr;
   if (mb <= 0) return nullptr;
+  mb = std::min<int64_t>(mb, int64_t{1} << 40);  // no overflow below
   return std::make_unique<DecodedFileCache>(dir, mb << 20);
+}
+
+std::string DecodedFileCache::UnusableDirReason() const {
+  const size_t slash = dir_.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (absl::Status made = MakeDirs(dir_.substr(0, slash)); !made.ok()) {
+      return absl::StrCat("cannot create ", dir_, ": ", made.message());
+    }
+  }
+  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::StrCat("cannot create ", dir_, ": ", strerror(errno));
+  }
+  struct stat st;
+  if (::lstat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::StrCat(dir_, " is not a directory");
+  }
+  // Another user able to plant files here could feed ranks any data.
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+    return absl::StrCat(dir_, " must belong to uid ", ::geteuid(),
+                        " and be writable by no one else");
+  }
+  return "";
 }
 
 DecodedFileCache::Resolved DecodedFileCache::Resolve(
     const std::string& path) const {
-  if (!IsGzip(path)) return {path, Outcome::kNotCompressed, ""};
-  absl::StatusOr<std::string> name = CopyName(path);
+  // One descriptor for the checks, the name and the bytes.
+  Fd source(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // An unreadable source is the reader's error to report, naming the field.
+  if (source.fd < 0 || !IsGzip(source.fd)) return {path, Outcome::kNotCompressed, ""};
+  struct stat st;
+  if (::fstat(source.fd, &st) != 0) return {path, Outcome::kNotCompressed, ""};
+  absl::StatusOr<std::string> name = CopyName(source.fd, st);
   if (!name.ok()) return {path, Outcome::kBypassed, std::string(name.status().message())};
   const std::string target = absl::StrCat(dir_, "/", *name);
-  struct stat st;
-  if (::lstat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+  if (std::string why = UnusableDirReason(); !why.empty()) {
+    return {path, Outcome::kBypassed, why};
+  }
+  struct stat copy;
+  if (::lstat(target.c_str(), &copy) == 0 && S_ISREG(copy.st_mode)) {
     ::utimensat(AT_FDCWD, target.c_str(), nullptr, 0);  // recently used
     ++hits_;
-    return {target, Outcome::kHit, ""};
+    return {target, Outcome::kHit, "", copy.st_ino};
   }
-  const size_t slash = dir_.rfind('/');
-  if (slash != std::string::npos && slash > 0) {
-    if (absl::Status made = MakeDirs(dir_.substr(0, slash)); !made.ok()) {
+  const int64_t hint = DecodedSizeHint(source.fd, st);
+  if (hint > limit_bytes_) {
+    return {path, Outcome::kBypassed,
+            absl::StrCat(path, " decodes to more than the cache's ",
+                         limit_bytes_ >> 20, " MiB")};
+  }
+  struct statvfs fs;
+  if (::statvfs(dir_.c_str(), &fs) == 0) {
+    const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < hint + kFreeSpaceReserve) {
       return {path, Outcome::kBypassed,
-              absl::StrCat("cannot create ", dir_, ": ", made.message())};
+              absl::StrCat("only ", free_bytes >> 20, " MiB free in ", dir_)};
     }
   }
-  if (::mkdir(dir_.c_str(), 0700) != 0 && errno != EEXIST) {
-    return {path, Outcome::kBypassed,
-            absl::StrCat("cannot create ", dir_, ": ", strerror(errno))};
-  }
-  return Store(path, target);
+  return Store(source.fd, path, target);
 }
 
 DecodedFileCache::Resolved DecodedFileCache::Store(
-    const std::string& source, const std::string& target) const {
+    int source_fd, const std::string& source, const std::string& target) const {
   static std::atomic<int> counter{0};
   const std::string temp =
       absl::StrCat(dir_, "/", kTempPrefix, getpid(), "-", counter++, "-",
                    target.substr(target.rfind('/') + 1));
-  const int fd = ::open(temp.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
+  Fd out(::open(temp.c_str(),
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.fd < 0) {
     return {source, Outcome::kBypassed,
             absl::StrCat("cannot create ", temp, ": ", strerror(errno))};
   }
   auto give_up = [&](const std::string& why) {
-    ::close(fd);
     ::unlink(temp.c_str());
     return Resolved{source, Outcome::kBypassed, why};
   };
-  gzFile in = gzopen(source.c_str(), "rb");
-  if (in == nullptr) return give_up(absl::StrCat("cannot open ", source));
+  struct stat before;
+  if (::fstat(source_fd, &before) != 0) return give_up(strerror(errno));
+  const int in_fd = ::dup(source_fd);
+  gzFile in = in_fd < 0 ? nullptr : gzdopen(in_fd, "rb");
+  if (in == nullptr) {
+    if (in_fd >= 0) ::close(in_fd);
+    return give_up(absl::StrCat("cannot read ", source));
+  }
   gzbuffer(in, kCopyBuffer);
   std::vector<char> buffer(kCopyBuffer);
   int64_t total = 0;
+  std::string failure;
   for (;;) {
     const int n = gzread(in, buffer.data(), static_cast<unsigned>(buffer.size()));
-    if (n < 0) {
-      int code = 0;
-      const std::string why = gzerror(in, &code);
-      gzclose(in);
-      return give_up(absl::StrCat(source, ": ", why));
+    if (n <= 0) {
+      int code = Z_OK;
+      const char* message = gzerror(in, &code);
+      // Z_BUF_ERROR at the end: the stream stops short (a file still being
+      // written, or cut off), which gzread otherwise reports as the end.
+      if (n < 0 || code == Z_BUF_ERROR) {
+        failure = absl::StrCat(source, ": ", code == Z_BUF_ERROR
+                                                 ? "truncated gzip stream"
+                                                 : message);
+      }
+      break;
     }
-    if (n == 0) break;
     total += n;
     if (total > limit_bytes_) {
-      gzclose(in);
-      return give_up(absl::StrCat(source, " decodes to more than the cache's ",
-                                  limit_bytes_ >> 20, " MiB"));
+      failure = absl::StrCat(source, " decodes to more than the cache's ",
+                             limit_bytes_ >> 20, " MiB");
+      break;
     }
-    if (!WriteAll(fd, buffer.data(), static_cast<size_t>(n))) {
-      const std::string why = strerror(errno);
-      gzclose(in);
-      return give_up(absl::StrCat("cannot write ", temp, ": ", why));
+    if (!WriteAll(out.fd, buffer.data(), static_cast<size_t>(n))) {
+      failure = absl::StrCat("cannot write ", temp, ": ", strerror(errno));
+      break;
     }
   }
   gzclose(in);
-  if (::fsync(fd) != 0) return give_up(absl::StrCat("fsync ", temp, ": ", strerror(errno)));
-  ::close(fd);
+  if (!failure.empty()) return give_up(failure);
+  struct stat after;
+  if (::fstat(source_fd, &after) != 0 || !SameVersion(before, after)) {
+    return give_up(absl::StrCat(source, " changed while it was decoded"));
+  }
+  struct stat written;
+  if (::fsync(out.fd) != 0 || ::fstat(out.fd, &written) != 0) {
+    return give_up(absl::StrCat("fsync ", temp, ": ", strerror(errno)));
+  }
   if (::rename(temp.c_str(), target.c_str()) != 0) {
-    const std::string why = strerror(errno);
-    ::unlink(temp.c_str());
-    return {source, Outcome::kBypassed, absl::StrCat("rename to ", target, ": ", why)};
+    return give_up(absl::StrCat("rename to ", target, ": ", strerror(errno)));
   }
   Evict(target);
   ++stored_;
-  return {target, Outcome::kStored, ""};
+  return {target, Outcome::kStored, "", written.st_ino};
 }
 
 void DecodedFileCache::Evict(const std::string& keep) const {
@@ -184,11 +270,12 @@ void DecodedFileCache::Evict(const std::string& keep) const {
   const time_t now = time(nullptr);
   while (const dirent* entry = ::readdir(d)) {
     const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
+    const bool temp = absl::StartsWith(name, kTempPrefix);
+    if (!temp && !IsCopyName(name)) continue;
     const std::string path = absl::StrCat(dir_, "/", name);
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (absl::StartsWith(name, kTempPrefix)) {
+    if (temp) {
       if (now - st.st_mtime > kStaleTempSeconds) ::unlink(path.c_str());
       continue;
     }

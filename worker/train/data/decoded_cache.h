@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -12,13 +14,16 @@ namespace trainctl::train {
 // inflate the same file again (26 MB of Fashion-MNIST gzip take about half
 // a second to inflate, most of a warm start).
 //
-// A copy is named after the source's real path, size, mtime, inode and
-// device, so an edited or replaced source is a miss, never stale data. It is
-// written under a temporary name, fsynced and renamed, so a reader sees a
-// whole copy or none; ranks on one node that miss together each write their
-// own and the last rename wins with identical bytes. When the copies exceed
-// the limit the least recently used go first. Any failure (disk full, no
-// permission, a corrupt gzip) only means the source is read as before:
+// A copy is named after the source's real path, size, mtime, ctime, inode
+// and device, all taken from one open descriptor, and the source is checked
+// again after decoding, so an edited, replaced or still-growing source is a
+// miss, never stale data. A copy is written under a temporary name, fsynced
+// and renamed, so a reader sees a whole copy or none; ranks on one node that
+// miss together each write their own and the last rename wins with
+// identical bytes. Over the limit, the least recently used copies go first;
+// only files named like copies are ever counted or deleted. The directory
+// must be this user's and writable by no one else. Any failure (disk full,
+// no permission, a corrupt gzip) only means the source is read as before:
 // the cache never fails a job. Thread-safe; one directory may be shared by
 // any number of processes.
 class DecodedFileCache {
@@ -28,6 +33,7 @@ class DecodedFileCache {
     std::string path;  // the file to read: the copy, or the source itself
     Outcome outcome = Outcome::kNotCompressed;
     std::string note;  // why it was bypassed, for the rank's log
+    ino_t inode = 0;   // the copy's, so a reader drops only the copy it read
   };
 
   // `dir` is created (0700) on first use. `limit_bytes` bounds the copies
@@ -49,7 +55,10 @@ class DecodedFileCache {
   int stored() const { return stored_.load(); }
 
  private:
-  Resolved Store(const std::string& source, const std::string& target) const;
+  Resolved Store(int source_fd, const std::string& source,
+                 const std::string& target) const;
+  // Creates the directory, or checks that an existing one is safe to use.
+  std::string UnusableDirReason() const;
   void Evict(const std::string& keep) const;
 
   std::string dir_;

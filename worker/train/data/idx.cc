@@ -1,5 +1,6 @@
 #include "worker/train/data/idx.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -99,10 +100,14 @@ absl::StatusOr<IdxFile> ReadIdx(const std::string& path, uint32_t magic,
       absl::StatusOr<IdxFile> cached =
           ReadIdxFrom(copy.path, path, magic, limit, field);
       if (cached.ok()) return cached;
-      // A damaged copy must not fail the job: drop it, read the source.
-      std::cerr << "data cache: dropping " << copy.path << " ("
-                << cached.status().message() << ")" << std::endl;
-      ::unlink(copy.path.c_str());
+      // A damaged copy must not fail the job: drop it, read the source. (Not
+      // if it is gone or replaced meanwhile: that is another rank's copy.)
+      struct stat st;
+      if (::stat(copy.path.c_str(), &st) == 0 && st.st_ino == copy.inode) {
+        std::cerr << "data cache: dropping " << copy.path << " ("
+                  << cached.status().message() << ")" << std::endl;
+        ::unlink(copy.path.c_str());
+      }
     }
   }
   return ReadIdxFrom(path, path, magic, limit, field);

@@ -1,0 +1,110 @@
+"""The trainctl side of bench/ddp_compare.py: a coordinator and workers on
+loopback, run as a user runs them (TLS, join token, admin token)."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+
+class BenchError(Exception):
+    pass
+
+
+class Cluster:
+    """A coordinator and `ranks` single-slot workers on loopback."""
+
+    def __init__(self, args, ranks, logdir):
+        self.args, self.ranks, self.logdir = args, ranks, logdir
+        self.procs = []  # (name, Popen, log path)
+        self.address = None
+
+    def _spawn(self, name, cmd, env=None):
+        log = os.path.join(self.logdir, name + ".log")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env)
+        self.procs.append((name, proc, log))
+        return proc
+
+    def ctl(self, *argv):
+        # TLS and a token, as a user runs it; the handshake is part of the
+        # launch time measured.
+        state = os.path.join(self.logdir, "state")
+        with open(os.path.join(state, "auth", "admin.token")) as f:
+            token = f.read().strip()
+        return [os.path.join(self.args.bin, "trainctl"),
+                "--coordinator", self.address,
+                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+                "--token", token, *argv]
+
+    def start(self):
+        port_file = os.path.join(self.logdir, "port")
+        coord = self._spawn("coordinator", [
+            os.path.join(self.args.bin, "trainctl-coordinator"),
+            "--listen", "127.0.0.1:0", "--port-file", port_file,
+            "--state-dir", os.path.join(self.logdir, "state")])
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(port_file) and os.path.getsize(port_file)):
+            if coord.poll() is not None:
+                raise BenchError(f"coordinator exited with {coord.returncode}")
+            if time.monotonic() > deadline:
+                raise BenchError("coordinator did not write its port in 30 s")
+            time.sleep(0.05)
+        time.sleep(0.05)  # let a partially written file finish
+        with open(port_file) as f:
+            self.address = "127.0.0.1:" + f.read().strip()
+        state = os.path.join(self.logdir, "state")
+        for i in range(self.ranks):
+            self._spawn(f"worker-{i + 1}", [
+                os.path.join(self.args.bin, "trainctl-worker"),
+                "--coordinator", self.address, "--name", f"bench-{i + 1}",
+                "--slots", "1", "--cpus", str(self.args.threads),
+                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+                "--join-token-file", os.path.join(state, "auth", "join.token"),
+                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),
+                # One decoded-data cache for the whole benchmark, as a node
+                # keeps it across jobs: only the first trainctl run inflates.
+                "--data-cache-dir", os.path.join(self.args.workdir,
+                                                 "data-cache")])
+        deadline = time.monotonic() + 60
+        while True:
+            for name, proc, _ in self.procs:
+                if proc.poll() is not None:
+                    raise BenchError(f"{name} exited with {proc.returncode}")
+            r = subprocess.run(self.ctl("workers", "--output", "json"),
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode == 0:
+                try:
+                    workers = json.loads(r.stdout).get("workers", [])
+                except ValueError:
+                    workers = []
+                if len(workers) >= self.ranks:
+                    # Registered workers start their standby rank processes
+                    # (loading LibTorch) right after; "already running
+                    # workers" means those are ready too.
+                    time.sleep(3)
+                    return
+            if time.monotonic() > deadline:
+                raise BenchError(f"{self.ranks} workers did not register in "
+                                 f"60 s (last answer: {r.stdout or r.stderr})")
+            time.sleep(0.1)
+
+    def check_alive(self):
+        for name, proc, _ in self.procs:
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited with {proc.returncode}")
+
+    def stop(self):
+        # Workers first, so they do not spend the coordinator's shutdown
+        # reconnecting; then the coordinator.
+        for name, proc, _ in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for name, proc, _ in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,19 @@
+# The rank's libraries that need no torch headers: their tests build in
+# seconds, and the `sanitize` build (TRAINCTL_WITH_WORKER=OFF) includes this
+# file too, so they also run under ASan and UBSan.
+set(_train ${PROJECT_SOURCE_DIR}/worker/train)
+
+# TensorBoard event files.
+add_library(trainctl_tensorboard STATIC ${_train}/tensorboard_writer.cc)
+target_compile_options(trainctl_tensorboard PRIVATE ${TRAINCTL_WARNINGS})
+target_link_libraries(trainctl_tensorboard PUBLIC trainctl_common trainctl_proto)
+
+# malloc settings for the rank process (heap_reuse.h).
+add_library(trainctl_heap_reuse STATIC ${_train}/heap_reuse.cc)
+target_compile_options(trainctl_heap_reuse PRIVATE ${TRAINCTL_WARNINGS})
+target_include_directories(trainctl_heap_reuse PUBLIC ${PROJECT_SOURCE_DIR})
+
+# Decoded copies of gzip inputs on the worker's disk (data/decoded_cache.h).
+add_library(trainctl_decoded_cache STATIC ${_train}/data/decoded_cache.cc)
+target_compile_options(trainctl_decoded_cache PRIVATE ${TRAINCTL_WARNINGS})
+target_link_libraries(trainctl_decoded_cache PUBLIC trainctl_common ZLIB::ZLIB)
