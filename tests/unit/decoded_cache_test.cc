@@ -63,6 +63,22 @@ class DecodedCacheTest : public ::testing::Test {
     std::string cmd = "rm -rf '" + root_ + "'";
     ASSERT_EQ(system(cmd.c_str()), 0);
   }
+  // Resolves `source` and expects it read in place with nothing cached.
+  DecodedFileCache::Resolved ExpectReadInPlace(const std::string& source,
+                                               Outcome outcome,
+                                               int64_t limit = 64 << 20) {
+    DecodedFileCache cache(cache_dir_, limit);
+    DecodedFileCache::Resolved resolved = cache.Resolve(source);
+    EXPECT_EQ(resolved.outcome, outcome) << resolved.note;
+    EXPECT_EQ(resolved.path, source);
+    EXPECT_TRUE(Entries(cache_dir_).empty());
+    return resolved;
+  }
+  void MakeCacheDir(mode_t mode) {
+    ASSERT_EQ(mkdir(cache_dir_.substr(0, cache_dir_.rfind('/')).c_str(), 0700), 0);
+    ASSERT_EQ(mkdir(cache_dir_.c_str(), 0700), 0);
+    ASSERT_EQ(chmod(cache_dir_.c_str(), mode), 0);
+  }
   std::string root_, cache_dir_;
 };
 
@@ -137,16 +153,11 @@ TEST_F(DecodedCacheTest, TruncatedGzipIsNotCached) {
   const std::string whole = ReadAll(source);
   std::ofstream(source, std::ios::binary | std::ios::trunc)
       << whole.substr(0, whole.size() / 2);  // still being written
-  DecodedFileCache cache(cache_dir_, 64 << 20);
-  const auto resolved = cache.Resolve(source);
-  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
-  EXPECT_EQ(resolved.path, source);
-  EXPECT_TRUE(Entries(cache_dir_).empty());
+  ExpectReadInPlace(source, Outcome::kBypassed);
 }
 
 TEST_F(DecodedCacheTest, EvictionNeverTouchesFilesItDidNotWrite) {
-  ASSERT_EQ(mkdir(cache_dir_.substr(0, cache_dir_.rfind('/')).c_str(), 0700), 0);
-  ASSERT_EQ(mkdir(cache_dir_.c_str(), 0700), 0);
+  MakeCacheDir(0700);
   const std::string precious = cache_dir_ + "/my-dataset.bin";
   std::ofstream(precious) << Pattern(6, 4 << 20);
   DecodedFileCache cache(cache_dir_, 1 << 20);  // already over the limit
@@ -157,15 +168,10 @@ TEST_F(DecodedCacheTest, EvictionNeverTouchesFilesItDidNotWrite) {
 }
 
 TEST_F(DecodedCacheTest, DirectoryOthersCanWriteIsNotUsed) {
-  ASSERT_EQ(mkdir(cache_dir_.substr(0, cache_dir_.rfind('/')).c_str(), 0700), 0);
-  ASSERT_EQ(mkdir(cache_dir_.c_str(), 0700), 0);
-  ASSERT_EQ(chmod(cache_dir_.c_str(), 0777), 0);
+  MakeCacheDir(0777);
   const std::string source = root_ + "/x.gz";
   WriteGzip(source, "x");
-  DecodedFileCache cache(cache_dir_, 64 << 20);
-  const auto resolved = cache.Resolve(source);
-  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
-  EXPECT_EQ(resolved.path, source);
+  const auto resolved = ExpectReadInPlace(source, Outcome::kBypassed);
   EXPECT_NE(resolved.note.find("writable by no one else"), std::string::npos)
       << resolved.note;
 }
@@ -173,11 +179,7 @@ TEST_F(DecodedCacheTest, DirectoryOthersCanWriteIsNotUsed) {
 TEST_F(DecodedCacheTest, PlainFilesAreReadInPlace) {
   const std::string source = root_ + "/plain.idx";
   std::ofstream(source) << "not compressed";
-  DecodedFileCache cache(cache_dir_, 64 << 20);
-  const auto resolved = cache.Resolve(source);
-  EXPECT_EQ(resolved.outcome, Outcome::kNotCompressed);
-  EXPECT_EQ(resolved.path, source);
-  EXPECT_TRUE(Entries(cache_dir_).empty());
+  ExpectReadInPlace(source, Outcome::kNotCompressed);
 }
 
 TEST_F(DecodedCacheTest, CorruptGzipFallsBackToTheSourceAndLeavesNothing) {
@@ -187,12 +189,8 @@ TEST_F(DecodedCacheTest, CorruptGzipFallsBackToTheSourceAndLeavesNothing) {
   std::string bytes = ReadAll(source);
   for (size_t i = 20; i < bytes.size() - 8; i += 7) bytes[i] ^= 0x5a;
   std::ofstream(source, std::ios::binary | std::ios::trunc) << bytes;
-  DecodedFileCache cache(cache_dir_, 64 << 20);
-  const auto resolved = cache.Resolve(source);
-  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
-  EXPECT_EQ(resolved.path, source);
+  const auto resolved = ExpectReadInPlace(source, Outcome::kBypassed);
   EXPECT_NE(resolved.note.find("broken.gz"), std::string::npos) << resolved.note;
-  EXPECT_TRUE(Entries(cache_dir_).empty()) << "a half-written copy was left";
 }
 
 TEST_F(DecodedCacheTest, UnusableDirectoryFallsBackToTheSource) {
@@ -210,12 +208,8 @@ TEST_F(DecodedCacheTest, UnusableDirectoryFallsBackToTheSource) {
 TEST_F(DecodedCacheTest, FileLargerThanTheLimitIsNotCached) {
   const std::string source = root_ + "/big.gz";
   WriteGzip(source, Pattern(3, 3 << 20));
-  DecodedFileCache cache(cache_dir_, 2 << 20);
-  const auto resolved = cache.Resolve(source);
-  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
-  EXPECT_EQ(resolved.path, source);
+  const auto resolved = ExpectReadInPlace(source, Outcome::kBypassed, 2 << 20);
   EXPECT_NE(resolved.note.find("2 MiB"), std::string::npos) << resolved.note;
-  EXPECT_TRUE(Entries(cache_dir_).empty());
 }
 
 TEST_F(DecodedCacheTest, LeastRecentlyUsedCopiesGoFirstOverTheLimit) {
