@@ -5,10 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/data_probe.h"
 #include "common/log.h"
+#include "common/rank_exit.h"
 #include "common/spec.h"
 #include "coordinator/job_state.h"
+#include "coordinator/resume_check.h"
 #include "coordinator/scheduler.h"
 
 namespace trainctl::coordinator {
@@ -37,6 +38,17 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
   if (!resume_from.empty()) {
     absl::StatusOr<v1::Checkpoint> from = FindCheckpoint(resume_from);
     if (!from.ok()) return from.status();
+    {
+      // Refused now, naming the difference, rather than by every rank at
+      // every restart.
+      std::lock_guard<std::mutex> lock(mu_);
+      const v1::Job* source = FindLocked(from->job_id());
+      if (source != nullptr) {
+        absl::Status fits =
+            CheckResumeCompatible(source->spec(), source->id(), job.spec());
+        if (!fits.ok()) return fits;
+      }
+    }
     *job.mutable_resume_from() = *std::move(from);
   }
   if (dry_run) {
@@ -80,6 +92,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     order_.push_back(stored.id());
     queue_.push_back(stored.id());
     events_.Append(stored.id(), std::move(event));
+    events_.Publish(stored.id(), 1);  // written above, durably
     ScheduleLocked(&outbox);
     SaveLocked().IgnoreError();  // logged; retried with the next change
     snapshot = stored;
@@ -233,11 +246,28 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
         }
       }
     }
-    if (current) {
+    if (status.generation() == job.generation()) {
+      // Also after the job ended or its generation was given up: `status`
+      // and the dashboard show how each rank of the last generation ended.
       rank->set_state(v1::RANK_STATE_EXITED);
       rank->set_exit_code(status.exit_code());
       rank->set_message(status.message());
       MarkDirtyLocked(job.id());
+    }
+    const bool config_error = status.exit_code() == kRankExitConfigError;
+    if (config_error && status.generation() == job.generation() &&
+        !IsFinal(job.state())) {
+      // Deterministic: every restart would fail the same way. Also when a
+      // peer's exit already turned the generation into a restart.
+      EndJobLocked(job, v1::JOB_STATE_FAILED,
+                   absl::StrCat("rank ", status.rank(), " on worker ", worker,
+                                " failed on the job's configuration or data "
+                                "(not retried): ",
+                                status.message().empty()
+                                    ? "no message"
+                                    : status.message()),
+                   &outbox);
+    } else if (current) {
       if (status.exit_code() != 0) {
         std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
                                        worker, " exited with code ",
@@ -348,7 +378,6 @@ void JobManager::StartJobLocked(v1::Job& job,
     a->set_world_size(static_cast<int>(workers.size()));
     a->set_local_rank(local_next[name]++);
     a->set_local_world_size(local_counts[name]);
-    *a->mutable_spec() = job.spec();
     *a->mutable_resume() = job.resume_from();
   }
   std::string reason = absl::StrCat(DescribePlacement(workers), " (generation ",
@@ -360,6 +389,7 @@ void JobManager::StartJobLocked(v1::Job& job,
   }
   TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
   for (auto& [name, message] : per_worker) {
+    *message.mutable_assign()->mutable_spec() = job.spec();  // once per worker
     outbox->push_back({registry_.Find(name)->link, std::move(message)});
   }
 }
@@ -406,9 +436,15 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
   std::set<std::string> failed;
   for (const auto& key : lost) {
     v1::Job* job = FindLocked(key.job_id);
-    if (job == nullptr || failed.count(key.job_id)) continue;
-    if (job->state() != v1::JOB_STATE_RUNNING ||
-        job->generation() != key.generation) {
+    if (job == nullptr || job->generation() != key.generation) continue;
+    if (key.rank >= 0 && key.rank < job->ranks_size() &&
+        job->ranks(key.rank).state() != v1::RANK_STATE_EXITED) {
+      v1::RankInfo* rank = job->mutable_ranks(key.rank);
+      rank->set_state(v1::RANK_STATE_LOST);
+      rank->set_message(absl::StrCat("worker ", worker, " was lost: ", why));
+      MarkDirtyLocked(job->id());
+    }
+    if (failed.count(key.job_id) || job->state() != v1::JOB_STATE_RUNNING) {
       continue;
     }
     failed.insert(key.job_id);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "coordinator/checkpoint_retention.h"
@@ -31,7 +32,7 @@ void JobManager::EndGenerationLocked(v1::Job& job, const std::string& why,
   }
   if (counted) job.set_restarts(job.restarts() + 1);
   StopRanksLocked(job, why, outbox);
-  rendezvous_.DropJob(job.id());
+  rendezvous_.EndGeneration(job.id(), job.generation());
   reattach_deadline_ms_.erase(job.id());
   job.clear_progress();
   const v1::Checkpoint from = ResumePointLocked(job);
@@ -121,10 +122,16 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
   Outbox outbox;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    absl::Status owner =
-        CheckRankOwnerLocked(worker, message.job_id(), message.generation(), 0);
-    if (!owner.ok()) return owner;
-    v1::Job& job = *FindLocked(message.job_id());
+    v1::Job* found = FindLocked(message.job_id());
+    // Rank 0 of the job's latest generation writes its checkpoints; after a
+    // coordinator outage its report may arrive after its exit (and the job's
+    // end), and must still be cataloged, or retention never sees the file.
+    if (found == nullptr || found->ranks_size() == 0 ||
+        found->ranks(0).worker() != worker) {
+      return CheckRankOwnerLocked(worker, message.job_id(),
+                                  message.generation(), 0);
+    }
+    v1::Job& job = *found;
     // A late report of a generation that was already replaced would mix two
     // histories; the one that is running now writes its own.
     if (message.generation() != job.generation()) {
@@ -135,6 +142,18 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     }
     const v1::CheckpointSpec& spec = job.spec().checkpoint();
     v1::Checkpoint info = message.checkpoint();
+    // Only the job's own files: a resume or restart loads what the catalog
+    // names, so a worker may not point it anywhere else.
+    const std::string own_dir = absl::StrCat(spec.dir(), "/", job.id(), "/");
+    const std::string name = info.path().substr(
+        std::min(info.path().size(), own_dir.size()));
+    if (spec.dir().empty() || !absl::StartsWith(info.path(), own_dir) ||
+        !absl::StartsWith(name, "step-") || !absl::EndsWith(name, ".ckpt") ||
+        name.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint of job ", job.id(), " reported outside ", own_dir,
+          "step-*.ckpt; not cataloged"));
+    }
     info.set_job_id(job.id());
     info.set_generation(message.generation());
     CheckpointRecord record;
@@ -152,7 +171,10 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     absl::StatusOr<std::vector<CheckpointRecord>> catalog =
         store_.ListCheckpoints(job.id());
     v1::DeleteCheckpoints prune;
-    if (catalog.ok()) {
+    const auto* connected = registry_.Find(worker);
+    // Pruned only where the agent can delete the files too; otherwise the
+    // next checkpoint prunes them.
+    if (catalog.ok() && connected != nullptr) {
       std::vector<v1::Checkpoint> infos;
       for (const auto& c : *catalog) infos.push_back(c.info);
       for (int64_t step : CheckpointsToPrune(infos, spec)) {
@@ -170,7 +192,7 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
       prune.set_dir(absl::StrCat(spec.dir(), "/", job.id()));
       v1::CoordinatorMessage m;
       *m.mutable_delete_checkpoints() = std::move(prune);
-      outbox.push_back({registry_.Find(worker)->link, std::move(m)});
+      outbox.push_back({connected->link, std::move(m)});
     }
     v1::JobEvent event;
     event.set_time_unix_ms(info.created_unix_ms());

@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "common/frame_io.h"
+#include "common/rank_exit.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/train/heap_reuse.h"
 #include "worker/train/rendezvous_store.h"
@@ -239,7 +240,7 @@ int RunRank(const v1::RankLaunch& launch) {
   absl::StatusOr<TrainResult> result = Train(spec, ctx);
   if (!result.ok()) {
     std::cerr << result.status().message() << std::endl;
-    return 1;
+    return RankExitCode(result.status());
   }
   std::cout << "rank " << args.rank << " finished " << result->steps
             << " steps; final loss " << result->final_train_loss;
