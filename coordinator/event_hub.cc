@@ -1,5 +1,6 @@
 #include "coordinator/event_hub.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -7,17 +8,27 @@
 namespace trainctl::coordinator {
 
 int64_t EventHub::Append(const std::string& job_id, v1::JobEvent event) {
-  int64_t seq = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  JobLog& log = logs_[job_id];
+  const int64_t seq = static_cast<int64_t>(log.events.size()) + 1;
+  event.set_seq(seq);
+  event.set_job_id(job_id);
+  log.events.push_back(std::move(event));
+  return seq;  // nobody is woken: watchers wait for Publish
+}
+
+void EventHub::Publish(const std::string& job_id, int64_t seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    JobLog& log = logs_[job_id];
-    seq = static_cast<int64_t>(log.events.size()) + 1;
-    event.set_seq(seq);
-    event.set_job_id(job_id);
-    log.events.push_back(std::move(event));
+    auto it = logs_.find(job_id);
+    if (it == logs_.end()) return;
+    JobLog& log = it->second;
+    const int64_t visible =
+        std::min<int64_t>(seq, static_cast<int64_t>(log.events.size()));
+    if (visible <= log.published) return;
+    log.published = visible;
   }
   appended_.notify_all();
-  return seq;
 }
 
 std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
@@ -26,18 +37,21 @@ std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
                                                   bool* closed) {
   if (from_seq < 1) from_seq = 1;
   std::unique_lock<std::mutex> lock(mu_);
+  auto complete = [](const JobLog& log) {
+    return log.closed &&
+           log.published == static_cast<int64_t>(log.events.size());
+  };
   auto ready = [&] {
     const JobLog& log = logs_[job_id];
-    return log.closed || static_cast<int64_t>(log.events.size()) >= from_seq;
+    return complete(log) || log.published >= from_seq;
   };
   appended_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
   const JobLog& log = logs_[job_id];
   std::vector<v1::JobEvent> out;
-  for (int64_t i = from_seq - 1; i < static_cast<int64_t>(log.events.size());
-       ++i) {
+  for (int64_t i = from_seq - 1; i < log.published; ++i) {
     out.push_back(log.events[i]);
   }
-  *closed = log.closed;
+  *closed = complete(log);
   return out;
 }
 
@@ -54,6 +68,7 @@ absl::Status EventHub::Restore(const std::string& job_id,
     std::lock_guard<std::mutex> lock(mu_);
     JobLog& log = logs_[job_id];
     log.events = std::move(events);
+    log.published = static_cast<int64_t>(log.events.size());
     log.closed = closed;
   }
   appended_.notify_all();

@@ -15,23 +15,35 @@ namespace trainctl::coordinator {
 // Each job's ordered event history (state changes, metrics, log lines) and
 // the fan-out to watchers. Every event gets the next per-job sequence number
 // starting at 1, so a watcher that lost its stream resumes from the last seq
-// it saw without gaps or duplicates. Thread-safe; WaitForEvents blocks the
-// calling thread for at most its timeout.
+// it saw without gaps or duplicates.
+//
+// Watchers see an event only once it is published, i.e. durable in the
+// store: after a crash the coordinator reuses the seq of any event that
+// never reached the disk, so an event shown before it was durable could be
+// replaced by a different one under the same seq, and a resuming watcher
+// would skip the new one. Thread-safe; WaitForEvents blocks the calling
+// thread for at most its timeout.
 class EventHub {
  public:
-  // Stamps seq and job_id onto the event and stores it; returns the seq.
+  // Stamps seq and job_id onto the event and stores it, unpublished;
+  // returns the seq.
   int64_t Append(const std::string& job_id, v1::JobEvent event);
 
-  // Events of the job with seq >= from_seq; waits up to timeout_ms for at
-  // least one when none is there yet. `closed` is set once the job's log was
-  // closed (its final state recorded) and every event was returned.
+  // Makes the job's events up to `seq` visible to watchers (they are
+  // durable now). Never lowers what is visible.
+  void Publish(const std::string& job_id, int64_t seq);
+
+  // Published events of the job with seq >= from_seq; waits up to
+  // timeout_ms for at least one when none is there yet. `closed` is set
+  // once the job's log was closed (its final state recorded) and every
+  // event was published and returned.
   std::vector<v1::JobEvent> WaitForEvents(const std::string& job_id,
                                           int64_t from_seq, int64_t timeout_ms,
                                           bool* closed);
 
   // Seeds the job's history from the durable store at startup, keeping the
-  // stored seq numbers; `events` must be seq 1..N in order (DATA_LOSS
-  // otherwise). Replaces whatever the hub held for the job.
+  // stored seq numbers, all published; `events` must be seq 1..N in order
+  // (DATA_LOSS otherwise). Replaces whatever the hub held for the job.
   absl::Status Restore(const std::string& job_id,
                        std::vector<v1::JobEvent> events, bool closed);
 
@@ -44,6 +56,7 @@ class EventHub {
  private:
   struct JobLog {
     std::vector<v1::JobEvent> events;
+    int64_t published = 0;  // events[0, published) are visible
     bool closed = false;
   };
 

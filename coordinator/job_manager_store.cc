@@ -2,6 +2,7 @@
 // write-through of changes to the JobStore.
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -114,6 +115,18 @@ absl::Status JobManager::SaveLocked() {
   dirty_.clear();
   unsaved_events_.clear();
   save_now_ = false;
+  // Watchers see the events once they are on disk, so that no seq they
+  // were shown is ever reused after a crash (EventHub).
+  std::map<std::string, int64_t> last_seq;
+  for (const v1::JobEvent& event : write.events) {
+    int64_t& seq = last_seq[event.job_id()];
+    seq = std::max(seq, event.seq());
+  }
+  if (!last_seq.empty()) {
+    store_.WhenDurable([hub = &events_, last_seq = std::move(last_seq)] {
+      for (const auto& [job_id, seq] : last_seq) hub->Publish(job_id, seq);
+    });
+  }
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,12 @@ class JobStore {
   // Makes every write made so far durable.
   virtual absl::Status Flush() = 0;
 
+  // Calls `done` once every write made so far is durable: at once when it
+  // already is, else from the thread whose commit makes it so (never when
+  // the store closes first). `done` runs under the store's lock: it must
+  // not call the store.
+  virtual void WhenDurable(std::function<void()> done) = 0;
+
   // Every job with its events, and the id counter. DATA_LOSS when a stored
   // record cannot be read back.
   virtual absl::StatusOr<StoredState> LoadAll() = 0;
@@ -94,6 +101,7 @@ class InMemoryJobStore : public JobStore {
  public:
   absl::Status Write(const JobWrite& write, Durability durability) override;
   absl::Status Flush() override { return absl::OkStatus(); }
+  void WhenDurable(std::function<void()> done) override { done(); }
   absl::StatusOr<StoredState> LoadAll() override;
   absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(

@@ -68,6 +68,11 @@ SqliteJobStore::~SqliteJobStore() {
   }
   cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
+  {
+    // Their owners may be gone already; nobody watches a closing store.
+    std::lock_guard<std::mutex> lock(mu_);
+    when_durable_.clear();
+  }
   if (db_ != nullptr) {
     if (absl::Status s = Flush(); !s.ok()) {
       TLOG_ERROR << "closing the state database lost writes: " << s.message();

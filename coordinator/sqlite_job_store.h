@@ -55,6 +55,7 @@ class SqliteJobStore : public JobStore {
 
   absl::Status Write(const JobWrite& write, Durability durability) override;
   absl::Status Flush() override;
+  void WhenDurable(std::function<void()> done) override;
   absl::StatusOr<StoredState> LoadAll() override;
   absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
@@ -91,6 +92,8 @@ class SqliteJobStore : public JobStore {
   bool in_txn_ = false;                                // GUARDED_BY(mu_)
   std::chrono::steady_clock::time_point txn_started_;  // GUARDED_BY(mu_)
   std::vector<Op> uncommitted_;                        // GUARDED_BY(mu_)
+  // WhenDurable callbacks waiting for the next successful commit.
+  std::vector<std::function<void()>> when_durable_;    // GUARDED_BY(mu_)
   bool stopping_ = false;                              // GUARDED_BY(mu_)
   std::thread flusher_;
 };

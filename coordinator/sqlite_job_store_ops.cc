@@ -40,6 +40,9 @@ absl::Status SqliteJobStore::CommitLocked() {
   absl::Status s = ExecLocked("COMMIT");
   if (s.ok()) {
     uncommitted_.clear();
+    std::vector<std::function<void()>> done;
+    done.swap(when_durable_);
+    for (const auto& callback : done) callback();
   } else if (sqlite3_get_autocommit(db_) == 0) {
     ExecLocked("ROLLBACK").IgnoreError();  // uncommitted_ replays next time
   }
@@ -109,6 +112,15 @@ absl::Status SqliteJobStore::Flush() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!in_txn_ && !uncommitted_.empty()) RETURN_IF_ERROR(BeginLocked());
   return in_txn_ ? CommitLocked() : absl::OkStatus();
+}
+
+void SqliteJobStore::WhenDurable(std::function<void()> done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!in_txn_ && uncommitted_.empty()) {
+    done();
+    return;
+  }
+  when_durable_.push_back(std::move(done));
 }
 
 void SqliteJobStore::FlushLoop() {
