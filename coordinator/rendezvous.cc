@@ -1,6 +1,7 @@
 #include "coordinator/rendezvous.h"
 
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,15 +15,63 @@ std::chrono::steady_clock::time_point Deadline(int64_t timeout_ms) {
          std::chrono::milliseconds(timeout_ms);
 }
 
+std::string Describe(const Rendezvous::Scope& scope) {
+  return absl::StrCat("job ", scope.job_id, " generation ", scope.generation);
+}
+
 }  // namespace
 
-void Rendezvous::Set(const Scope& scope, const std::string& key,
-                     std::string value) {
+absl::Status Rendezvous::CheckOpenLocked(const Scope& scope) const {
+  auto it = closed_below_.find(scope.job_id);
+  if (it != closed_below_.end() && scope.generation < it->second) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the rendezvous of ", Describe(scope),
+                     " is closed: that generation has ended"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rendezvous::PutLocked(const Scope& scope, const std::string& key,
+                                   std::string value) {
+  if (static_cast<int64_t>(value.size()) > kMaxValueBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "rendezvous value of key '", key, "' is ", value.size(),
+        " bytes; at most ", kMaxValueBytes, " are allowed"));
+  }
+  Keys& keys = data_[scope];
+  auto it = keys.values.find(key);
+  const int64_t before =
+      it == keys.values.end()
+          ? 0
+          : static_cast<int64_t>(key.size() + it->second.size());
+  const int64_t after = static_cast<int64_t>(key.size() + value.size());
+  if (it == keys.values.end() &&
+      static_cast<int64_t>(keys.values.size()) >= kMaxKeysPerScope) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the rendezvous of ", Describe(scope), " already holds ",
+                     kMaxKeysPerScope, " keys, the limit"));
+  }
+  if (keys.bytes - before + after > kMaxScopeBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the rendezvous of ", Describe(scope), " would hold over ",
+                     kMaxScopeBytes, " bytes, the limit"));
+  }
+  keys.bytes += after - before;
+  keys.values[key] = std::move(value);
+  return absl::OkStatus();
+}
+
+absl::Status Rendezvous::Set(const Scope& scope, const std::string& key,
+                             std::string value) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    data_[scope][key] = std::move(value);
+    if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
+    if (absl::Status put = PutLocked(scope, key, std::move(value)); !put.ok()) {
+      return put;
+    }
   }
   changed_.notify_all();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Rendezvous::Get(const Scope& scope,
@@ -30,15 +79,17 @@ absl::StatusOr<std::string> Rendezvous::Get(const Scope& scope,
                                             int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   const bool found = changed_.wait_until(lock, Deadline(timeout_ms), [&] {
-    return shutdown_ || AllPresentLocked(scope, {key});
+    return shutdown_ || !CheckOpenLocked(scope).ok() ||
+           AllPresentLocked(scope, {key});
   });
   if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
+  if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
   if (!found) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rendezvous key '", key, "' of job ", scope.job_id, " generation ",
-        scope.generation, " did not appear within ", timeout_ms, " ms"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("rendezvous key '", key, "' of ", Describe(scope),
+                     " did not appear within ", timeout_ms, " ms"));
   }
-  return data_[scope][key];
+  return data_[scope].values[key];
 }
 
 absl::StatusOr<int64_t> Rendezvous::Add(const Scope& scope,
@@ -47,39 +98,43 @@ absl::StatusOr<int64_t> Rendezvous::Add(const Scope& scope,
   int64_t sum = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::string& stored = data_[scope][key];
+    if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
+    const auto& values = data_[scope].values;
+    auto it = values.find(key);
     int64_t current = 0;
-    if (!stored.empty() && !absl::SimpleAtoi(stored, &current)) {
+    if (it != values.end() && !it->second.empty() &&
+        !absl::SimpleAtoi(it->second, &current)) {
       return absl::InvalidArgumentError(
           absl::StrCat("rendezvous key '", key, "' holds a non-integer value"));
     }
     sum = current + delta;
-    stored = absl::StrCat(sum);
+    if (absl::Status put = PutLocked(scope, key, absl::StrCat(sum)); !put.ok()) {
+      return put;
+    }
   }
   changed_.notify_all();
   return sum;
 }
 
-std::string Rendezvous::CompareSet(const Scope& scope, const std::string& key,
-                                   const std::string& expected,
-                                   const std::string& desired) {
+absl::StatusOr<std::string> Rendezvous::CompareSet(
+    const Scope& scope, const std::string& key, const std::string& expected,
+    const std::string& desired) {
   std::string result;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& kv = data_[scope];
-    auto it = kv.find(key);
-    if (it == kv.end()) {
-      if (expected.empty()) {
-        kv[key] = desired;
-        result = desired;
-      } else {
-        result = expected;  // c10d's convention: absent key returns expected
+    if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
+    const auto& values = data_[scope].values;
+    auto it = values.find(key);
+    const bool swap = it == values.end() ? expected.empty()
+                                         : it->second == expected;
+    if (swap) {
+      if (absl::Status put = PutLocked(scope, key, desired); !put.ok()) {
+        return put;
       }
-    } else if (it->second == expected) {
-      it->second = desired;
       result = desired;
     } else {
-      result = it->second;
+      // c10d's convention: an absent key returns `expected`.
+      result = it == values.end() ? expected : it->second;
     }
   }
   changed_.notify_all();
@@ -97,37 +152,56 @@ absl::Status Rendezvous::Wait(const Scope& scope,
                               int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   const bool found = changed_.wait_until(lock, Deadline(timeout_ms), [&] {
-    return shutdown_ || AllPresentLocked(scope, keys);
+    return shutdown_ || !CheckOpenLocked(scope).ok() ||
+           AllPresentLocked(scope, keys);
   });
   if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
+  if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
   if (found) return absl::OkStatus();
   std::vector<std::string> missing;
   for (const auto& key : keys) {
     if (!AllPresentLocked(scope, {key})) missing.push_back(key);
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("rendezvous of job ", scope.job_id, " generation ",
-                   scope.generation, ": keys [", absl::StrJoin(missing, ", "),
-                   "] did not appear within ", timeout_ms, " ms"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rendezvous of ", Describe(scope), ": keys [",
+      absl::StrJoin(missing, ", "), "] did not appear within ", timeout_ms,
+      " ms"));
 }
 
 bool Rendezvous::Delete(const Scope& scope, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = data_.find(scope);
-  return it != data_.end() && it->second.erase(key) > 0;
+  if (it == data_.end()) return false;
+  auto kv = it->second.values.find(key);
+  if (kv == it->second.values.end()) return false;
+  it->second.bytes -= static_cast<int64_t>(kv->first.size() + kv->second.size());
+  it->second.values.erase(kv);
+  return true;
 }
 
 int64_t Rendezvous::NumKeys(const Scope& scope) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = data_.find(scope);
-  return it == data_.end() ? 0 : static_cast<int64_t>(it->second.size());
+  return it == data_.end() ? 0
+                           : static_cast<int64_t>(it->second.values.size());
+}
+
+void Rendezvous::EndGeneration(const std::string& job_id, int generation) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t& below = closed_below_[job_id];
+    below = std::max<int64_t>(below, int64_t{generation} + 1);
+    for (auto it = data_.begin(); it != data_.end();) {
+      it = it->first.job_id == job_id && it->first.generation < below
+               ? data_.erase(it)
+               : std::next(it);
+    }
+  }
+  changed_.notify_all();
 }
 
 void Rendezvous::DropJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = data_.begin(); it != data_.end();) {
-    it = it->first.job_id == job_id ? data_.erase(it) : std::next(it);
-  }
+  EndGeneration(job_id, std::numeric_limits<int>::max() - 1);
 }
 
 void Rendezvous::Shutdown() {
@@ -143,7 +217,7 @@ bool Rendezvous::AllPresentLocked(const Scope& scope,
   auto it = data_.find(scope);
   if (it == data_.end()) return keys.empty();
   for (const auto& key : keys) {
-    if (!it->second.count(key)) return false;
+    if (!it->second.values.count(key)) return false;
   }
   return true;
 }

@@ -13,11 +13,20 @@
 namespace trainctl::coordinator {
 
 // Key-value store behind c10d rendezvous. Keys live in the scope of one job
-// generation: a new generation starts empty, and DropJob forgets every scope
-// of a finished job. Thread-safe; Get and Wait block the calling thread (at
-// most `timeout_ms`) until the keys appear.
+// generation: a new generation starts empty, an ended generation's scope is
+// closed for good (a straggler or a key holder cannot bring it back), and
+// DropJob closes every scope of a finished job. Bounded: at most
+// kMaxKeysPerScope keys, values of at most kMaxValueBytes and
+// kMaxScopeBytes in all per scope (RESOURCE_EXHAUSTED beyond). Thread-safe;
+// Get and Wait block the calling thread (at most `timeout_ms`) until the
+// keys appear or the scope closes.
 class Rendezvous {
  public:
+  // c10d's own keys number a few per rank; Gloo's values are addresses.
+  static constexpr int64_t kMaxKeysPerScope = 65'536;
+  static constexpr int64_t kMaxValueBytes = 1 << 20;
+  static constexpr int64_t kMaxScopeBytes = 64 << 20;
+
   struct Scope {
     std::string job_id;
     int generation = 0;
@@ -26,7 +35,9 @@ class Rendezvous {
     }
   };
 
-  void Set(const Scope& scope, const std::string& key, std::string value);
+  // Every call below answers FAILED_PRECONDITION for a closed scope.
+  absl::Status Set(const Scope& scope, const std::string& key,
+                   std::string value);
   // DEADLINE_EXCEEDED naming the key when it does not appear in time.
   absl::StatusOr<std::string> Get(const Scope& scope, const std::string& key,
                                   int64_t timeout_ms);
@@ -34,9 +45,10 @@ class Rendezvous {
   // INVALID_ARGUMENT when the stored value is not an integer.
   absl::StatusOr<int64_t> Add(const Scope& scope, const std::string& key,
                               int64_t delta);
-  std::string CompareSet(const Scope& scope, const std::string& key,
-                         const std::string& expected,
-                         const std::string& desired);
+  absl::StatusOr<std::string> CompareSet(const Scope& scope,
+                                         const std::string& key,
+                                         const std::string& expected,
+                                         const std::string& desired);
   bool Check(const Scope& scope, const std::vector<std::string>& keys);
   // DEADLINE_EXCEEDED naming the missing keys when they do not all appear.
   absl::Status Wait(const Scope& scope, const std::vector<std::string>& keys,
@@ -44,20 +56,34 @@ class Rendezvous {
   bool Delete(const Scope& scope, const std::string& key);
   int64_t NumKeys(const Scope& scope);
 
-  // Forgets every generation of the job; blocked waiters time out as usual.
+  // Forgets the job's generations up to `generation` and closes them;
+  // blocked waiters on them return at once.
+  void EndGeneration(const std::string& job_id, int generation);
+  // Forgets and closes every generation of the job, present and future.
   void DropJob(const std::string& job_id);
 
   // Ends every blocked Get/Wait now with UNAVAILABLE, and all later ones.
   void Shutdown();
 
  private:
+  struct Keys {
+    std::map<std::string, std::string> values;
+    int64_t bytes = 0;  // keys and values
+  };
+  // FAILED_PRECONDITION when the scope's generation has ended.
+  absl::Status CheckOpenLocked(const Scope& scope) const;
+  // Stores key = value within the scope's limits.
+  absl::Status PutLocked(const Scope& scope, const std::string& key,
+                         std::string value);
   bool AllPresentLocked(const Scope& scope,
                         const std::vector<std::string>& keys) const;
 
   std::mutex mu_;
   std::condition_variable changed_;
-  std::map<Scope, std::map<std::string, std::string>> data_;  // GUARDED_BY(mu_)
-  bool shutdown_ = false;                                      // GUARDED_BY(mu_)
+  std::map<Scope, Keys> data_;  // GUARDED_BY(mu_)
+  // Per job, the generations below this one are closed. GUARDED_BY(mu_)
+  std::map<std::string, int64_t> closed_below_;
+  bool shutdown_ = false;  // GUARDED_BY(mu_)
 };
 
 }  // namespace trainctl::coordinator

@@ -38,8 +38,8 @@ grpc::Status RendezvousService::Set(grpc::ServerContext* ctx,
                                     const v1::SetRequest* req,
                                     v1::SetResponse*) {
   if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
-  store_.Set(ToScope(req->scope()), req->key(), req->value());
-  return grpc::Status::OK;
+  return ToGrpcStatus(
+      store_.Set(ToScope(req->scope()), req->key(), req->value()));
 }
 
 grpc::Status RendezvousService::Get(grpc::ServerContext* ctx,
@@ -68,8 +68,10 @@ grpc::Status RendezvousService::CompareSet(grpc::ServerContext* ctx,
                                            const v1::CompareSetRequest* req,
                                            v1::CompareSetResponse* resp) {
   if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
-  resp->set_value(store_.CompareSet(ToScope(req->scope()), req->key(),
-                                    req->expected(), req->desired()));
+  absl::StatusOr<std::string> value = store_.CompareSet(
+      ToScope(req->scope()), req->key(), req->expected(), req->desired());
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  resp->set_value(*std::move(value));
   return grpc::Status::OK;
 }
 

@@ -12,7 +12,7 @@ const Rendezvous::Scope kGen2{"job-1", 2};
 
 TEST(RendezvousTest, SetGetWithinScopeOnly) {
   Rendezvous r;
-  r.Set(kGen1, "k", "v");
+  ASSERT_TRUE(r.Set(kGen1, "k", "v").ok());
   EXPECT_EQ(*r.Get(kGen1, "k", 0), "v");
   absl::StatusOr<std::string> other = r.Get(kGen2, "k", 10);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -24,7 +24,7 @@ TEST(RendezvousTest, GetBlocksUntilAnotherThreadSets) {
   Rendezvous r;
   auto pending = std::async(std::launch::async,
                             [&] { return r.Get(kGen1, "late", 60'000); });
-  r.Set(kGen1, "late", "here");
+  ASSERT_TRUE(r.Set(kGen1, "late", "here").ok());
   absl::StatusOr<std::string> got = pending.get();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "here");
@@ -32,12 +32,12 @@ TEST(RendezvousTest, GetBlocksUntilAnotherThreadSets) {
 
 TEST(RendezvousTest, WaitNamesMissingKeys) {
   Rendezvous r;
-  r.Set(kGen1, "a", "1");
+  ASSERT_TRUE(r.Set(kGen1, "a", "1").ok());
   absl::Status s = r.Wait(kGen1, {"a", "b", "c"}, 10);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(s.message().find("[b, c]"), std::string::npos) << s.message();
-  r.Set(kGen1, "b", "");
-  r.Set(kGen1, "c", "");
+  ASSERT_TRUE(r.Set(kGen1, "b", "").ok());
+  ASSERT_TRUE(r.Set(kGen1, "c", "").ok());
   EXPECT_TRUE(r.Wait(kGen1, {"a", "b", "c"}, 10).ok());
   EXPECT_TRUE(r.Check(kGen1, {"a", "b"}));
   EXPECT_FALSE(r.Check(kGen2, {"a"}));
@@ -47,30 +47,69 @@ TEST(RendezvousTest, AddCounts) {
   Rendezvous r;
   EXPECT_EQ(*r.Add(kGen1, "n", 1), 1);
   EXPECT_EQ(*r.Add(kGen1, "n", 5), 6);
-  r.Set(kGen1, "text", "abc");
+  ASSERT_TRUE(r.Set(kGen1, "text", "abc").ok());
   EXPECT_EQ(r.Add(kGen1, "text", 1).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RendezvousTest, CompareSetFollowsC10dConvention) {
   Rendezvous r;
-  EXPECT_EQ(r.CompareSet(kGen1, "k", "x", "y"), "x");  // absent, expected != ""
+  EXPECT_EQ(*r.CompareSet(kGen1, "k", "x", "y"), "x");  // absent, expected != ""
   EXPECT_EQ(r.NumKeys(kGen1), 0);
-  EXPECT_EQ(r.CompareSet(kGen1, "k", "", "first"), "first");
-  EXPECT_EQ(r.CompareSet(kGen1, "k", "wrong", "second"), "first");
-  EXPECT_EQ(r.CompareSet(kGen1, "k", "first", "second"), "second");
+  EXPECT_EQ(*r.CompareSet(kGen1, "k", "", "first"), "first");
+  EXPECT_EQ(*r.CompareSet(kGen1, "k", "wrong", "second"), "first");
+  EXPECT_EQ(*r.CompareSet(kGen1, "k", "first", "second"), "second");
 }
 
 TEST(RendezvousTest, DeleteAndDropJob) {
   Rendezvous r;
-  r.Set(kGen1, "a", "1");
-  r.Set(kGen2, "b", "2");
-  r.Set({"job-2", 1}, "c", "3");
+  ASSERT_TRUE(r.Set(kGen1, "a", "1").ok());
+  ASSERT_TRUE(r.Set(kGen2, "b", "2").ok());
+  ASSERT_TRUE(r.Set({"job-2", 1}, "c", "3").ok());
   EXPECT_TRUE(r.Delete(kGen1, "a"));
   EXPECT_FALSE(r.Delete(kGen1, "a"));
   r.DropJob("job-1");
   EXPECT_EQ(r.NumKeys(kGen2), 0);
   EXPECT_EQ(r.NumKeys({"job-2", 1}), 1);
+  // A straggler of the dropped job cannot bring its scope back.
+  absl::Status late = r.Set(kGen2, "b", "again");
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.NumKeys(kGen2), 0);
+}
+
+TEST(RendezvousTest, AnEndedGenerationIsClosedAndTheNextOneOpen) {
+  Rendezvous r;
+  ASSERT_TRUE(r.Set(kGen1, "a", "1").ok());
+  auto waiting = std::async(std::launch::async,
+                            [&] { return r.Wait(kGen1, {"never"}, 600'000); });
+  r.EndGeneration("job-1", 1);
+  EXPECT_EQ(waiting.get().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.Set(kGen1, "a", "2").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.Add(kGen1, "n", 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.Get(kGen1, "a", 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(r.Set(kGen2, "a", "3").ok());
+}
+
+TEST(RendezvousTest, KeysAndBytesAreBounded) {
+  Rendezvous r;
+  EXPECT_EQ(r.Set(kGen1, "big",
+                  std::string(Rendezvous::kMaxValueBytes + 1, 'x')).code(),
+            absl::StatusCode::kResourceExhausted);
+  for (int64_t i = 0; i < Rendezvous::kMaxKeysPerScope; ++i) {
+    ASSERT_TRUE(r.Set(kGen1, std::to_string(i), "").ok());
+  }
+  absl::Status full = r.Set(kGen1, "one-more", "");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("keys"), std::string::npos);
+  EXPECT_TRUE(r.Set(kGen1, "0", "replacing is fine").ok());
+  const std::string mib(Rendezvous::kMaxValueBytes - 16, 'x');
+  for (int i = 0; i < 64; ++i) {  // just under 64 MiB with the keys
+    ASSERT_TRUE(r.Set(kGen2, "v" + std::to_string(i), mib).ok());
+  }
+  EXPECT_EQ(r.Set(kGen2, "v-last", mib).code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(RendezvousTest, ShutdownReleasesWaiters) {
