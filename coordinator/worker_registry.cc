@@ -4,14 +4,22 @@
 
 namespace trainctl::coordinator {
 
+absl::Status CheckSlots(const char* field, int64_t slots) {
+  if (slots < 1 || slots > kMaxSlotsPerWorker) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be from 1 to ", kMaxSlotsPerWorker,
+                     ", got ", slots));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
                                       std::shared_ptr<AgentLink> link) {
   if (info.name().empty()) {
     return absl::InvalidArgumentError("register.name: must not be empty");
   }
-  if (info.slots() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("register.slots: must be at least 1, got ", info.slots()));
+  if (absl::Status s = CheckSlots("register.slots", info.slots()); !s.ok()) {
+    return s;
   }
   auto it = workers_.find(info.name());
   if (it != workers_.end()) {

@@ -16,6 +16,14 @@
 
 namespace trainctl::coordinator {
 
+// The most slots one worker may register: beyond any machine's cores or
+// GPUs, and small enough that the scheduler's slot sums cannot overflow.
+inline constexpr int kMaxSlotsPerWorker = 1024;
+
+// INVALID_ARGUMENT naming `field` unless 1 <= slots <= kMaxSlotsPerWorker.
+absl::Status CheckSlots(const char* field, int64_t slots);
+
+
 // Which agents are connected, what slots they have, which ranks occupy them,
 // and whether their lease is still fresh. Not thread-safe: JobManager owns it
 // and calls it under its own lock.

@@ -90,7 +90,12 @@ grpc::Status WorkersService::Join(grpc::ServerContext* ctx,
   absl::StatusOr<std::string> fingerprint =
       pki::RequestKeyFingerprint(req->csr_pem());
   if (!fingerprint.ok()) return ToGrpcStatus(fingerprint.status());
-  if (absl::Status s = enrollment_.Admit(req->name(), *fingerprint); !s.ok()) {
+  if (absl::Status s = CheckSlots("join.slots", req->slots()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s =
+          enrollment_.Admit(req->name(), *fingerprint, req->slots());
+      !s.ok()) {
     TLOG_WARNING << "refused a join as " << req->name() << " from "
                  << ctx->peer() << ": " << s.message();
     return ToGrpcStatus(s);
@@ -134,6 +139,22 @@ grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
         absl::StrCat("register.name '", name, "' is not the name in the "
                      "worker's certificate ('", *identity, "'); start it with "
                      "--name ", *identity, " or join again under the new name"));
+  }
+  if (!identity->empty()) {
+    // The slots were fixed when the node joined: a stolen or rogue
+    // certificate cannot claim more and draw every later job to itself.
+    absl::StatusOr<int> enrolled = enrollment_.EnrolledSlots(name);
+    if (enrolled.ok() && *enrolled > 0 && first.register_().slots() > *enrolled) {
+      TLOG_WARNING << "refused worker " << name << " from " << ctx->peer()
+                   << ": it claims " << first.register_().slots()
+                   << " slots, joined with " << *enrolled;
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat("register.slots ", first.register_().slots(),
+                       " is more than the ", *enrolled, " slots worker '", name,
+                       "' joined with; to give it more, join it again with "
+                       "its join token and the new --slots"));
+    }
   }
   auto link = std::make_shared<StreamLink>(ctx, stream, auth_);
   absl::Status registered = jobs_.RegisterWorker(first.register_(), link);

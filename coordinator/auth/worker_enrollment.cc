@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
@@ -11,6 +12,7 @@ namespace {
 
 struct Line {
   std::string name, fingerprint;
+  int slots = 0;  // 0: joined before slots were recorded
 };
 
 absl::StatusOr<std::vector<Line>> ReadRecord(const std::string& path) {
@@ -21,15 +23,22 @@ absl::StatusOr<std::vector<Line>> ReadRecord(const std::string& path) {
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     if (line[0] == '#') continue;
     std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() == 2) lines.push_back({f[0], f[1]});
+    int slots = 0;
+    if (f.size() == 3 && !absl::SimpleAtoi(f[2], &slots)) continue;
+    if (f.size() == 2 || f.size() == 3) lines.push_back({f[0], f[1], slots});
   }
   return lines;
 }
 
 absl::Status WriteRecord(const std::string& path, const std::vector<Line>& lines) {
   std::string text =
-      "# trainctl worker names and the keys they were certified for\n";
-  for (const Line& l : lines) absl::StrAppend(&text, l.name, " ", l.fingerprint, "\n");
+      "# trainctl worker names, the keys they were certified for and the "
+      "slots they joined with\n";
+  for (const Line& l : lines) {
+    absl::StrAppend(&text, l.name, " ", l.fingerprint);
+    if (l.slots > 0) absl::StrAppend(&text, " ", l.slots);
+    absl::StrAppend(&text, "\n");
+  }
   AtomicWriteOptions options;
   options.mode = 0600;
   options.keep_owner = true;
@@ -39,20 +48,37 @@ absl::Status WriteRecord(const std::string& path, const std::vector<Line>& lines
 }  // namespace
 
 absl::Status WorkerEnrollment::Admit(const std::string& name,
-                                     const std::string& fingerprint) {
+                                     const std::string& fingerprint,
+                                     int slots) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<std::vector<Line>> lines = ReadRecord(path_);
+  if (!lines.ok()) return lines.status();
+  for (Line& l : *lines) {
+    if (l.name != name) continue;
+    if (l.fingerprint != fingerprint) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a certificate for worker '", name,
+          "' was already issued for another key; if that node lost its key, "
+          "an admin runs `trainctl-coordinator forget-worker ",
+          name, "` first"));
+    }
+    if (l.slots == slots) return absl::OkStatus();  // renewal
+    l.slots = slots;  // the node itself (same key) joined with new slots
+    return WriteRecord(path_, *lines);
+  }
+  lines->push_back({name, fingerprint, slots});
+  return WriteRecord(path_, *lines);
+}
+
+absl::StatusOr<int> WorkerEnrollment::EnrolledSlots(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<std::vector<Line>> lines = ReadRecord(path_);
   if (!lines.ok()) return lines.status();
   for (const Line& l : *lines) {
-    if (l.name != name) continue;
-    if (l.fingerprint == fingerprint) return absl::OkStatus();  // renewal
-    return absl::PermissionDeniedError(absl::StrCat(
-        "a certificate for worker '", name, "' was already issued for another "
-        "key; if that node lost its key, an admin runs `trainctl-coordinator "
-        "forget-worker ", name, "` first"));
+    if (l.name == name) return l.slots;
   }
-  lines->push_back({name, fingerprint});
-  return WriteRecord(path_, *lines);
+  return absl::NotFoundError(
+      absl::StrCat("no worker named '", name, "' has joined"));
 }
 
 absl::Status ForgetWorker(const std::string& state_dir, const std::string& name) {

@@ -1,7 +1,7 @@
 #pragma once
 
-// Which key each worker name was certified for (auth/workers: "NAME
-// SHA256(public key)" per line). A join token lets a node obtain a
+// Which key each worker name was certified for, and with how many slots
+// (auth/workers: "NAME SHA256(public key) SLOTS" per line). A join token lets a node obtain a
 // certificate for its name once; joining again under that name is allowed
 // only with the same key (renewal). So one node holding the join token
 // cannot take over another node's name while it is down. An admin frees a
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace trainctl::coordinator::auth {
 
@@ -19,9 +20,14 @@ class WorkerEnrollment {
  public:
   explicit WorkerEnrollment(std::string path) : path_(std::move(path)) {}
 
-  // OK, recording the name, when it is new or was certified for this key.
-  // PERMISSION_DENIED when it was certified for another key.
-  absl::Status Admit(const std::string& name, const std::string& fingerprint);
+  // OK, recording the name and the slots it will register with, when it is
+  // new or was certified for this key. PERMISSION_DENIED when it was
+  // certified for another key.
+  absl::Status Admit(const std::string& name, const std::string& fingerprint,
+                     int slots);
+  // The slots `name` joined with (0 for a record older than slots); a
+  // registration may not claim more. NOT_FOUND for a name never joined.
+  absl::StatusOr<int> EnrolledSlots(const std::string& name);
 
  private:
   const std::string path_;
