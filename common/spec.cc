@@ -15,7 +15,7 @@ namespace trainctl {
 namespace {
 
 constexpr int kMaxRanks = 4096;
-constexpr size_t kMaxSpecBytes = 1 << 20;
+constexpr size_t kMaxSpecBytes = 256 << 10;  // real specs are < 4 KiB
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 constexpr int kMaxWidth = 1 << 16;
 

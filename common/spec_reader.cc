@@ -367,6 +367,14 @@ std::string SpecReader::String(const std::string& key,
     Error(Path(key), "must be a string");
     return fallback;
   }
+  // Every string a spec holds is a name, a choice or a path: a longer one
+  // is a mistake or an attempt to make the coordinator store and copy it.
+  if (n.Scalar().size() > kMaxSpecStringBytes) {
+    Error(Path(key), absl::StrCat("is ", n.Scalar().size(),
+                                  " bytes; at most ", kMaxSpecStringBytes,
+                                  " are allowed"));
+    return fallback;
+  }
   return n.Scalar();
 }
 

@@ -15,6 +15,8 @@ namespace trainctl {
 inline constexpr int kMaxSpecDepth = 32;
 inline constexpr int64_t kMaxSpecNodes = 100'000;  // after expanding aliases
 inline constexpr size_t kMaxSpecErrors = 50;
+// Any one string value (names, choices, paths: PATH_MAX is 4096).
+inline constexpr size_t kMaxSpecStringBytes = 4096;
 
 // Walks the YAML events of `text` (no tree is built) and returns the problems
 // yaml-cpp would otherwise hide or choke on, each "path: what": a key given

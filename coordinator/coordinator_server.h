@@ -41,6 +41,9 @@ struct CoordinatorOptions {
   bool insecure = false;
   // Extra names (hosts, IPs) for a server certificate created on this start.
   std::vector<std::string> server_names;
+  // Who may submit `model: {type: torchscript}` jobs, whose model is code
+  // that runs as the worker's user: everyone, admins only, or nobody.
+  TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow;
 };
 
 // How the coordinator's ports authenticate: the Authenticator, the CA that

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
 
@@ -12,6 +13,7 @@ namespace {
 // whether the client left or the server is stopping.
 constexpr int64_t kWatchPollMs = 500;
 constexpr int kMaxWatchersPerClient = 64;
+constexpr size_t kMaxCancelReasonBytes = 1024;
 
 // "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": one client, whatever its port.
 std::string PeerHost(const std::string& peer) {
@@ -35,11 +37,33 @@ absl::StatusOr<v1::Job> JobsService::JobFor(const grpc::ServerContext& ctx,
   return job;
 }
 
+absl::Status JobsService::CheckModelAllowed(
+    const auth::Caller& caller, const std::string& spec_text) const {
+  if (torchscript_ == TorchScriptPolicy::kAllow) return absl::OkStatus();
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
+  if (!spec.ok() || spec->model().type() != "torchscript") {
+    return absl::OkStatus();
+  }
+  if (torchscript_ == TorchScriptPolicy::kAdmins && caller.IsAdmin()) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "model.type: torchscript models are programs that run as the worker's "
+      "user; this coordinator accepts them ",
+      torchscript_ == TorchScriptPolicy::kAdmins ? "from admins only"
+                                                 : "from nobody",
+      " (--torchscript); use a built-in model type"));
+}
+
 grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
                                     const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
   absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (absl::Status allowed = CheckModelAllowed(*caller, req->spec_text());
+      !allowed.ok()) {
+    return ToGrpcStatus(allowed);
+  }
   if (!req->resume_from().empty()) {
     // Resuming reads another job's checkpoint: only where it may be read.
     const std::string& from = req->resume_from();
@@ -90,6 +114,12 @@ grpc::Status JobsService::CancelJob(grpc::ServerContext* ctx,
                                     v1::Job* resp) {
   absl::StatusOr<v1::Job> owned = JobFor(*ctx, req->job_id(), "cancel");
   if (!owned.ok()) return ToGrpcStatus(owned.status());
+  // Kept in the job, its history and its event, and sent to its agents.
+  if (req->reason().size() > kMaxCancelReasonBytes) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "reason: ", req->reason().size(), " bytes; at most ",
+        kMaxCancelReasonBytes, " are allowed")));
+  }
   absl::StatusOr<v1::Job> job = jobs_.Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
@@ -99,11 +129,12 @@ grpc::Status JobsService::CancelJob(grpc::ServerContext* ctx,
 grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
                                    const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::Job> job = JobFor(*ctx, req->job_id(), "watch");
   if (!job.ok()) return ToGrpcStatus(job.status());
-  const std::string client = auth_.insecure()
-                                 ? PeerHost(ctx->peer())
-                                 : auth_.Person(*ctx)->name;
+  const std::string client =
+      auth_.insecure() ? PeerHost(ctx->peer()) : caller->name;
   {
     std::lock_guard<std::mutex> lock(watchers_mu_);
     if (watchers_[client] >= kMaxWatchersPerClient) {
@@ -125,6 +156,11 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
   } release{this, client};
   int64_t next = std::max<int64_t>(1, req->from_seq());
   while (!ctx->IsCancelled() && !stopping_.load()) {
+    // A token revoked (or a user removed) while the stream is open ends it
+    // within one poll, as the next call would be refused.
+    if (absl::StatusOr<auth::Caller> still = auth_.Person(*ctx); !still.ok()) {
+      return ToGrpcStatus(still.status());
+    }
     bool closed = false;
     std::vector<v1::JobEvent> batch =
         events_.WaitForEvents(req->job_id(), next, kWatchPollMs, &closed);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 
@@ -137,6 +138,17 @@ int main(int argc, char** argv) {
                "plaintext gRPC and HTTP and no authentication (everyone is "
                "an admin); for a demo on loopback only. Without it, every "
                "port uses TLS and every call is authenticated");
+  using trainctl::coordinator::TorchScriptPolicy;
+  const std::map<std::string, TorchScriptPolicy> torchscript_policies = {
+      {"allow", TorchScriptPolicy::kAllow},
+      {"admins", TorchScriptPolicy::kAdmins},
+      {"refuse", TorchScriptPolicy::kRefuse}};
+  app.add_option("--torchscript", options.torchscript,
+                 "who may submit model type torchscript, whose model is code "
+                 "that runs as the worker's user: allow (everyone), admins, "
+                 "refuse")
+      ->transform(CLI::CheckedTransformer(torchscript_policies))
+      ->default_str("allow");
   app.add_option("--san", options.server_names,
                  "a host name or IP address clients use to reach this "
                  "coordinator, for the server certificate made on the first "

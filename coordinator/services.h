@@ -21,12 +21,20 @@
 
 namespace trainctl::coordinator {
 
+// Who may submit TorchScript jobs (--torchscript).
+enum class TorchScriptPolicy { kAllow, kAdmins, kRefuse };
+
 class JobsService final : public v1::Jobs::Service {
  public:
   JobsService(JobManager& jobs, EventHub& events,
               const std::atomic<bool>& stopping,
-              const auth::Authenticator& auth)
-      : jobs_(jobs), events_(events), stopping_(stopping), auth_(auth) {}
+              const auth::Authenticator& auth,
+              TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow)
+      : jobs_(jobs),
+        events_(events),
+        stopping_(stopping),
+        auth_(auth),
+        torchscript_(torchscript) {}
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
@@ -52,11 +60,16 @@ class JobsService final : public v1::Jobs::Service {
   absl::StatusOr<v1::Job> JobFor(const grpc::ServerContext& ctx,
                                  const std::string& job_id,
                                  const char* action) const;
+  // PERMISSION_DENIED for a TorchScript spec the policy does not allow
+  // this caller (an invalid spec is left to JobManager to explain).
+  absl::Status CheckModelAllowed(const auth::Caller& caller,
+                                 const std::string& spec_text) const;
 
   JobManager& jobs_;
   EventHub& events_;
   const std::atomic<bool>& stopping_;
   const auth::Authenticator& auth_;
+  const TorchScriptPolicy torchscript_;
   // Open WatchJob streams per client (user, or peer host without
   // authentication): each holds a server thread, so one client may not
   // take them all.

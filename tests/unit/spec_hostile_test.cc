@@ -209,16 +209,22 @@ INSTANTIATE_TEST_SUITE_P(
                 [] { return std::string(kValid) + "---\n" + kValid; },
                 "spec: holds more than one YAML document (a second begins "
                 "at line 3)"},
-        Hostile{"OverOneMegabyte",
+        Hostile{"OverTheSizeLimit",
                 [] {
-                  return std::string(kValid) + "# " + Repeat("x", 1 << 20) +
+                  return std::string(kValid) + "# " + Repeat("x", 256 << 10) +
                          "\n";
                 },
-                "bytes is over the limit of 1048576"},
-        Hostile{"ManyNodesUnderOneMegabyte",
+                "bytes is over the limit of 262144"},
+        Hostile{"LongStringValue",
+                [] {
+                  return std::string(kValid) + "tensorboard: {dir: /" +
+                         Repeat("x", 5000) + "}\n";
+                },
+                "tensorboard.dir: is 5001 bytes; at most 4096 are allowed"},
+        Hostile{"ManyNodesUnderTheSizeLimit",
                 [] {
                   return std::string(kValid) + "seed: [" +
-                         Repeat("1,", 300'000) + "1]";
+                         Repeat("1,", 110'000) + "1]";
                 },
                 "spec: has more than 100000 values"},
         Hostile{"ManyUnknownKeys",
