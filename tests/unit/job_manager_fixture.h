@@ -29,7 +29,11 @@ class FakeAgentLink : public AgentLink {
   std::vector<v1::RankAssignment> Assignments() const {
     std::vector<v1::RankAssignment> out;
     for (const auto& m : sent) {
-      for (const auto& a : m.assign().ranks()) out.push_back(a);
+      for (v1::RankAssignment a : m.assign().ranks()) {
+        EXPECT_FALSE(a.has_spec()) << "the spec is sent once per worker";
+        *a.mutable_spec() = m.assign().spec();  // as the agent does
+        out.push_back(std::move(a));
+      }
     }
     return out;
   }
