@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
@@ -33,6 +34,32 @@ std::vector<std::string> DetectDevices() {
   return devices;
 }
 
+// What the coordinator may send in one message: an assignment carries the
+// job's spec (up to the 16 MiB the coordinator accepts) once per rank.
+constexpr int kMaxCoordinatorMessageBytes = 128 << 20;
+// How long one wait for the channel lasts before Stop() is looked at again.
+constexpr auto kConnectWaitSlice = std::chrono::milliseconds(500);
+
+// The channel to the coordinator. gRPC's own reconnect backoff grows to
+// 120 s by default, and while it waits every fail-fast call fails at once:
+// layered under the agent's retries, agents came back half a minute after a
+// restarted coordinator was serving. Capped at under a second here, so the
+// channel tries again within a second of the coordinator being back.
+// (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is the connect timeout in gRPC 1.51,
+// not a backoff: left at its default so a slow TLS handshake completes.)
+std::shared_ptr<grpc::Channel> CoordinatorChannel(
+    const std::string& address,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 800);  // +20% jitter < 1 s
+  args.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
+  return grpc::CreateCustomChannel(
+      address,
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
+      args);
+}
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -43,10 +70,7 @@ int64_t NowMs() {
 
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
-      channel_(grpc::CreateChannel(
-          options_.coordinator, options_.credentials != nullptr
-                                    ? options_.credentials
-                                    : grpc::InsecureChannelCredentials())) {}
+      channel_(CoordinatorChannel(options_.coordinator, options_.credentials)) {}
 
 Agent::~Agent() { Stop(); }
 
@@ -54,6 +78,7 @@ void Agent::Run() {
   ReplenishStandby();
   int64_t backoff_ms = 100;
   while (!stopping_.load()) {
+    if (!AwaitChannel()) break;  // stopping
     const bool registered = RunSession();
     if (stopping_.load()) break;
     if (registered) backoff_ms = 100;
@@ -64,6 +89,25 @@ void Agent::Run() {
                  [this] { return stopping_.load(); });
     backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
   }
+}
+
+bool Agent::AwaitChannel() {
+  // A stream started while the channel is reconnecting fails at once, and
+  // over TLS the failed call can abort the handshake under way (as for the
+  // CLI's streams): so the session starts once the channel is connected.
+  // The channel itself retries within a second (CoordinatorChannel).
+  bool said = false;
+  while (!stopping_.load()) {
+    if (channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                   kConnectWaitSlice)) {
+      return true;
+    }
+    if (!said) {
+      TLOG_INFO << "waiting for the coordinator at " << options_.coordinator;
+      said = true;
+    }
+  }
+  return false;
 }
 
 void Agent::Stop() {
