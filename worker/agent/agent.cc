@@ -17,7 +17,11 @@
 #include "common/frame_io.h"
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/agent/process_hardening.h"
+#include "worker/agent/utf8_sanitize.h"
 #include "worker/train/heap_reuse.h"
+
+extern char** environ;
 
 namespace trainctl::agent {
 namespace {
@@ -60,6 +64,9 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(
       args);
 }
 
+// An exit's error text: its last stderr line is at most 16 KiB already.
+constexpr size_t kMaxExitMessageBytes = 16 * 1024;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -70,7 +77,8 @@ int64_t NowMs() {
 
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
-      channel_(CoordinatorChannel(options_.coordinator, options_.credentials)) {}
+      channel_(CoordinatorChannel(options_.coordinator, options_.credentials)),
+      reports_(kKeptReportsPerRank, kKeptReportsBytes) {}
 
 Agent::~Agent() { Stop(); }
 
@@ -192,6 +200,7 @@ bool Agent::RunSession() {
         for (const auto& [id, progress] : progress_) {
           *beat.mutable_heartbeat()->add_ranks() = progress;
         }
+        reports_.ForgetDelivered();
       }
       Send(std::move(beat));
       ReapExited();
@@ -215,6 +224,7 @@ bool Agent::RunSession() {
     std::lock_guard<std::mutex> write_lock(write_mu_);
     context_ = nullptr;
     stream_ = nullptr;
+    reports_.SessionEnded();
   }
   if (options_.on_registration) options_.on_registration(false);
   session_over.store(true);
@@ -263,6 +273,12 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
   // Always set, so that nothing inherited from our environment applies.
   launch.env["TRAINCTL_DATA_CACHE_DIR"] = options_.data_cache_dir;
   launch.env["TRAINCTL_DATA_CACHE_MB"] = absl::StrCat(options_.data_cache_mb);
+  // How the agent authenticates is not the ranks' business (C1).
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (IsAgentSecretVariable(name)) launch.env_remove.push_back(name);
+  }
   launch.stdin_bytes = stdin_bytes;
   launch.standby = standby;
   return RankProcess::Start(launch, std::move(callbacks));
@@ -396,7 +412,9 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
   s->set_rank(std::get<2>(id));
   s->set_running(false);
   s->set_exit_code(exit_code);
-  if (exit_code != 0) s->set_message(error);
+  // Valid UTF-8, or the message (replayed at every registration) would not
+  // parse at the coordinator.
+  if (exit_code != 0) s->set_message(SanitizeUtf8(error, kMaxExitMessageBytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     recent_exits_.push_back(*s);

@@ -122,11 +122,7 @@ class Agent {
   std::deque<v1::RankStatus> recent_exits_;               // GUARDED_BY(mu_)
   // Each rank's numbered metrics and log lines, kept (bounded) so that a
   // restarted coordinator gets what it lost again.
-  struct RankReports {
-    int64_t next_seq = 1;
-    std::deque<v1::AgentMessage> kept;  // in seq order
-  };
-  std::map<RankId, RankReports> reports_;                 // GUARDED_BY(mu_)
+  KeptReports reports_;                                   // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
 };
 
