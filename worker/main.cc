@@ -26,6 +26,8 @@
 #include "common/log.h"
 #include "worker/agent/agent.h"
 #include "worker/agent/collective_host.h"
+#include "worker/agent/process_hardening.h"
+#include "worker/agent/state_dir_lock.h"
 #include "worker/agent/worker_credentials.h"
 #include "worker/train/rank_main.h"
 
@@ -131,7 +133,6 @@ int main(int argc, char** argv) {
                  "after SIGTERM, wait this long before SIGKILL")
       ->capture_default_str();
   trainctl::agent::WorkerTlsOptions tls;
-  tls.state_dir = trainctl::agent::DefaultWorkerStateDir();
   app.add_option("--ca-cert", tls.ca_cert_file,
                  "the cluster CA certificate (the coordinator's tls/ca.crt)")
       ->envname("TRAINCTL_CA_CERT");
@@ -150,8 +151,10 @@ int main(int argc, char** argv) {
                  "named after --name (instead of --join-token)");
   app.add_option("--key", tls.key_file, "the private key of --cert");
   app.add_option("--state-dir", tls.state_dir,
-                 "where a joined certificate is kept (created 0700)")
-      ->capture_default_str();
+                 "where a joined certificate is kept (created 0700); one "
+                 "worker at a time (default: "
+                 "$XDG_STATE_HOME/trainctl-worker/NAME, else "
+                 "~/.local/state/trainctl-worker/NAME)");
   std::string data_cache_dir;
   app.add_option("--data-cache-dir", data_cache_dir,
                  "where ranks keep decoded copies of gzip-compressed data "
@@ -179,9 +182,27 @@ int main(int argc, char** argv) {
                "plaintext and no certificate, for a coordinator run with "
                "--insecure (a demo on loopback)");
   CLI11_PARSE(app, argc, argv);
+  // Ranks run as our uid: without this they could read the join token from
+  // /proc/<agent>/environ (unsetenv does not change that copy) or memory.
+  if (absl::Status hidden = trainctl::agent::HideFromSameUidProcesses();
+      !hidden.ok()) {
+    TLOG_WARNING << hidden.message();
+  }
   // Rank processes inherit the environment; the join token is not theirs.
   unsetenv("TRAINCTL_JOIN_TOKEN");
   if (options.name.empty()) options.name = Hostname();
+  if (tls.state_dir.empty()) {
+    tls.state_dir = trainctl::agent::DefaultWorkerStateDir(options.name);
+  }
+  // Held until exit: a second worker on this state directory would replace
+  // our certificate and share our data cache.
+  absl::StatusOr<trainctl::agent::StateDirLock> state_dir_lock =
+      trainctl::agent::StateDirLock::Acquire(tls.state_dir);
+  if (!state_dir_lock.ok()) {
+    fprintf(stderr, "trainctl-worker: %s\n",
+            std::string(state_dir_lock.status().message()).c_str());
+    return 1;
+  }
   options.data_cache_dir = data_cache_dir.empty()
                                ? tls.state_dir + "/data-cache"
                                : data_cache_dir;

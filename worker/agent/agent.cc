@@ -10,13 +10,18 @@
 #include <thread>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/frame_io.h"
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/agent/process_hardening.h"
+#include "worker/agent/utf8_sanitize.h"
 #include "worker/train/heap_reuse.h"
+
+extern char** environ;
 
 namespace trainctl::agent {
 namespace {
@@ -33,6 +38,35 @@ std::vector<std::string> DetectDevices() {
   return devices;
 }
 
+// What the coordinator may send in one message: an assignment carries the
+// job's spec (up to the 16 MiB the coordinator accepts) once per rank.
+constexpr int kMaxCoordinatorMessageBytes = 128 << 20;
+// How long one wait for the channel lasts before Stop() is looked at again.
+constexpr auto kConnectWaitSlice = std::chrono::milliseconds(500);
+
+// The channel to the coordinator. gRPC's own reconnect backoff grows to
+// 120 s by default, and while it waits every fail-fast call fails at once:
+// layered under the agent's retries, agents came back half a minute after a
+// restarted coordinator was serving. Capped at under a second here, so the
+// channel tries again within a second of the coordinator being back.
+// (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is the connect timeout in gRPC 1.51,
+// not a backoff: left at its default so a slow TLS handshake completes.)
+std::shared_ptr<grpc::Channel> CoordinatorChannel(
+    const std::string& address,
+    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 800);  // +20% jitter < 1 s
+  args.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
+  return grpc::CreateCustomChannel(
+      address,
+      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
+      args);
+}
+
+// An exit's error text: its last stderr line is at most 16 KiB already.
+constexpr size_t kMaxExitMessageBytes = 16 * 1024;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -43,10 +77,8 @@ int64_t NowMs() {
 
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
-      channel_(grpc::CreateChannel(
-          options_.coordinator, options_.credentials != nullptr
-                                    ? options_.credentials
-                                    : grpc::InsecureChannelCredentials())) {}
+      channel_(CoordinatorChannel(options_.coordinator, options_.credentials)),
+      reports_(kKeptReportsPerRank, kKeptReportsBytes) {}
 
 Agent::~Agent() { Stop(); }
 
@@ -54,6 +86,7 @@ void Agent::Run() {
   ReplenishStandby();
   int64_t backoff_ms = 100;
   while (!stopping_.load()) {
+    if (!AwaitChannel()) break;  // stopping
     const bool registered = RunSession();
     if (stopping_.load()) break;
     if (registered) backoff_ms = 100;
@@ -64,6 +97,25 @@ void Agent::Run() {
                  [this] { return stopping_.load(); });
     backoff_ms = std::min(backoff_ms * 2, options_.max_backoff_ms);
   }
+}
+
+bool Agent::AwaitChannel() {
+  // A stream started while the channel is reconnecting fails at once, and
+  // over TLS the failed call can abort the handshake under way (as for the
+  // CLI's streams): so the session starts once the channel is connected.
+  // The channel itself retries within a second (CoordinatorChannel).
+  bool said = false;
+  while (!stopping_.load()) {
+    if (channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                   kConnectWaitSlice)) {
+      return true;
+    }
+    if (!said) {
+      TLOG_INFO << "waiting for the coordinator at " << options_.coordinator;
+      said = true;
+    }
+  }
+  return false;
 }
 
 void Agent::Stop() {
@@ -148,6 +200,7 @@ bool Agent::RunSession() {
         for (const auto& [id, progress] : progress_) {
           *beat.mutable_heartbeat()->add_ranks() = progress;
         }
+        reports_.ForgetDelivered();
       }
       Send(std::move(beat));
       ReapExited();
@@ -171,6 +224,7 @@ bool Agent::RunSession() {
     std::lock_guard<std::mutex> write_lock(write_mu_);
     context_ = nullptr;
     stream_ = nullptr;
+    reports_.SessionEnded();
   }
   if (options_.on_registration) options_.on_registration(false);
   session_over.store(true);
@@ -219,6 +273,12 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
   // Always set, so that nothing inherited from our environment applies.
   launch.env["TRAINCTL_DATA_CACHE_DIR"] = options_.data_cache_dir;
   launch.env["TRAINCTL_DATA_CACHE_MB"] = absl::StrCat(options_.data_cache_mb);
+  // How the agent authenticates is not the ranks' business (C1).
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (IsAgentSecretVariable(name)) launch.env_remove.push_back(name);
+  }
   launch.stdin_bytes = stdin_bytes;
   launch.standby = standby;
   return RankProcess::Start(launch, std::move(callbacks));
@@ -352,7 +412,9 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
   s->set_rank(std::get<2>(id));
   s->set_running(false);
   s->set_exit_code(exit_code);
-  if (exit_code != 0) s->set_message(error);
+  // Valid UTF-8, or the message (replayed at every registration) would not
+  // parse at the coordinator.
+  if (exit_code != 0) s->set_message(SanitizeUtf8(error, kMaxExitMessageBytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     recent_exits_.push_back(*s);

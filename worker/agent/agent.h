@@ -17,6 +17,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "trainctl/v1/workers.grpc.pb.h"
+#include "worker/agent/kept_reports.h"
 #include "worker/agent/rank_process.h"
 
 namespace trainctl::agent {
@@ -29,7 +30,10 @@ struct AgentOptions {
   std::string collective_host;  // address ranks bind for collectives
   std::string rank_program;     // the binary that runs `rank` (this one)
   int64_t kill_grace_ms = 5'000;
-  int64_t max_backoff_ms = 5'000;
+  // Between two attempts to register; the channel's own reconnects are
+  // capped at under a second too (agent.cc), so a restarted coordinator
+  // sees its workers again within about a second.
+  int64_t max_backoff_ms = 1'000;
   // Keep one rank process per free slot started ahead of time, with the
   // libraries loaded, so an assignment starts training without paying for
   // process start-up (about a second for LibTorch's dependencies).
@@ -68,8 +72,9 @@ class Agent {
   void Stop();
 
  private:
-  using RankId = std::tuple<std::string, int, int>;  // job, generation, rank
 
+  // Blocks until the channel is connected; false once stopping.
+  bool AwaitChannel();
   // One connection's life; returns true when it got as far as registering.
   bool RunSession();
   void HeartbeatLoop(int64_t interval_ms);
@@ -117,11 +122,7 @@ class Agent {
   std::deque<v1::RankStatus> recent_exits_;               // GUARDED_BY(mu_)
   // Each rank's numbered metrics and log lines, kept (bounded) so that a
   // restarted coordinator gets what it lost again.
-  struct RankReports {
-    int64_t next_seq = 1;
-    std::deque<v1::AgentMessage> kept;  // in seq order
-  };
-  std::map<RankId, RankReports> reports_;                 // GUARDED_BY(mu_)
+  KeptReports reports_;                                   // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
 };
 

@@ -14,13 +14,6 @@
 
 namespace trainctl::agent {
 
-namespace {
-
-// Metrics and log lines kept per rank for re-sending after a reconnect.
-constexpr size_t kKeptReportsPerRank = 20'000;
-
-}  // namespace
-
 void Agent::Send(v1::AgentMessage message) {
   std::lock_guard<std::mutex> lock(mu_);
   RankId id;
@@ -34,17 +27,7 @@ void Agent::Send(v1::AgentMessage message) {
     id = {l.job_id(), l.generation(), l.line().rank()};
     report = true;
   }
-  if (report) {
-    RankReports& kept = reports_[id];
-    const int64_t seq = kept.next_seq++;
-    if (message.has_metrics()) {
-      message.mutable_metrics()->set_seq(seq);
-    } else {
-      message.mutable_log()->set_seq(seq);
-    }
-    kept.kept.push_back(message);
-    if (kept.kept.size() > kKeptReportsPerRank) kept.kept.pop_front();
-  }
+  if (report) reports_.Number(id, &message);
   buffer_.push_back(std::move(message));
   if (static_cast<int>(buffer_.size()) > options_.max_buffered_messages) {
     buffer_.pop_front();
@@ -56,7 +39,12 @@ void Agent::FlushBufferLocked() {
   if (stream_ == nullptr) return;
   std::lock_guard<std::mutex> write_lock(write_mu_);
   while (!buffer_.empty()) {
-    if (!stream_->Write(buffer_.front())) return;  // the session is ending
+    const v1::AgentMessage& next = buffer_.front();
+    if (!stream_->Write(next)) return;  // the session is ending
+    if (next.has_rank_status() && !next.rank_status().running()) {
+      const v1::RankStatus& exit = next.rank_status();
+      reports_.ExitDelivered({exit.job_id(), exit.generation(), exit.rank()});
+    }
     buffer_.pop_front();
   }
 }
@@ -67,20 +55,16 @@ void Agent::ResumeReportsLocked(const v1::Registered& registered) {
   for (const v1::RankCursor& cursor : registered.cursors()) {
     const RankId id{cursor.job_id(), cursor.generation(), cursor.rank()};
     adopted.insert(id);
-    auto it = reports_.find(id);
-    if (it == reports_.end()) continue;
-    int64_t resent = 0;
-    for (const v1::AgentMessage& m : it->second.kept) {
-      const int64_t seq = m.has_metrics() ? m.metrics().seq() : m.log().seq();
-      if (seq <= cursor.last_seq()) continue;
-      if (resent == 0 && seq > cursor.last_seq() + 1) {
-        TLOG_WARNING << "reports " << cursor.last_seq() + 1 << "-" << seq - 1
-                     << " of rank " << cursor.rank() << " of "
-                     << cursor.job_id() << " are no longer kept";
-      }
-      rebuilt.push_back(m);
-      ++resent;
+    bool missing = false;
+    std::vector<v1::AgentMessage> kept =
+        reports_.After(id, cursor.last_seq(), &missing);
+    if (missing) {
+      TLOG_WARNING << "some reports after " << cursor.last_seq() << " of rank "
+                   << cursor.rank() << " of " << cursor.job_id()
+                   << " are no longer kept";
     }
+    const size_t resent = kept.size();
+    for (v1::AgentMessage& m : kept) rebuilt.push_back(std::move(m));
     if (resent > 0) {
       TLOG_INFO << "re-sending " << resent << " reports of rank "
                 << cursor.rank() << " of " << cursor.job_id();
@@ -100,13 +84,9 @@ void Agent::ResumeReportsLocked(const v1::Registered& registered) {
   }
   buffer_.swap(rebuilt);
   // Reports of ranks that are neither adopted nor running are of no use.
-  for (auto it = reports_.begin(); it != reports_.end();) {
-    if (adopted.count(it->first) == 0 && ranks_.count(it->first) == 0) {
-      it = reports_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  std::set<RankId> keep = adopted;
+  for (const auto& [id, proc] : ranks_) keep.insert(id);
+  reports_.RetainOnly(keep);
 }
 
 void Agent::OnRankReport(const RankId& id, const v1::RankReport& report) {

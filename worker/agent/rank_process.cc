@@ -7,11 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/frame_io.h"
+#include "worker/agent/utf8_sanitize.h"
 
 extern char** environ;
 
@@ -35,6 +40,68 @@ absl::Status MakePipe(Pipe* p) {
   p->write = fds[1];
   return absl::OkStatus();
 }
+
+// Forks on one thread that lives as long as the process. PR_SET_PDEATHSIG
+// fires when the *thread* that forked the child exits, not the process: a
+// rank forked on a per-session thread (the heartbeat thread starts standby
+// ranks) was SIGKILLed whenever that session ended, e.g. when the
+// coordinator crashed. This thread never exits, so the signal means exactly
+// "the agent process died". A lifeline pipe would need the rank's
+// cooperation; this keeps the guarantee in the kernel and in this file.
+class Launcher {
+ public:
+  // The launcher of this process; a forked child (tests fork "agents") gets
+  // its own, since the parent's thread does not exist in it.
+  static Launcher& OfThisProcess() {
+    static std::mutex mu;
+    static Launcher* launcher = nullptr;
+    static pid_t owner = -1;
+    std::lock_guard<std::mutex> lock(mu);
+    if (launcher == nullptr || owner != getpid()) {
+      launcher = new Launcher();  // never destroyed: its thread must outlive
+      owner = getpid();           // every rank
+    }
+    return *launcher;
+  }
+
+  // Runs `fork_child` on the launcher thread and returns what it returned.
+  pid_t Run(const std::function<pid_t()>& fork_child) {
+    Job job{&fork_child};
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.push_back(&job);
+    cv_.notify_all();
+    cv_.wait(lock, [&job] { return job.done; });
+    return job.pid;
+  }
+
+ private:
+  struct Job {
+    const std::function<pid_t()>* fork_child;
+    pid_t pid = -1;
+    bool done = false;
+  };
+
+  Launcher() { std::thread([this] { Loop(); }).detach(); }
+
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      Job* job = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      const pid_t pid = (*job->fork_child)();
+      lock.lock();
+      job->pid = pid;
+      job->done = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> queue_;
+};
 
 void WriteAllAndClose(int fd, const std::string& bytes) {
   size_t done = 0;
@@ -67,7 +134,10 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
     std::string key = entry.substr(0, entry.find('='));
-    if (!launch.env.count(key)) env_storage.push_back(entry);
+    const bool removed = std::find(launch.env_remove.begin(),
+                                   launch.env_remove.end(),
+                                   key) != launch.env_remove.end();
+    if (!launch.env.count(key) && !removed) env_storage.push_back(entry);
   }
   for (const auto& [k, v] : launch.env) env_storage.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -75,11 +145,13 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
   envp.push_back(nullptr);
   const pid_t parent = getpid();
 
-  pid_t pid = fork();
-  if (pid < 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
+  int fork_errno = 0;
+  const pid_t pid = Launcher::OfThisProcess().Run([&]() -> pid_t {
+    const pid_t child = fork();
+    if (child != 0) {
+      fork_errno = errno;
+      return child;
+    }
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the agent died before prctl
@@ -95,6 +167,10 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
     const char msg[] = "trainctl-worker: exec of the rank process failed\n";
     (void)!write(2, msg, sizeof(msg) - 1);
     _exit(127);
+  });
+  if (pid < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("fork: ", strerror(fork_errno)));
   }
   setpgid(pid, pid);  // also from the parent, so Terminate never races it
   close(in.read);
@@ -182,7 +258,9 @@ void RankProcess::ReadLines(int fd, const std::string& stream) {
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
       line.pop_back();
     }
-    if (line.size() > kMaxLineBytes) line.resize(kMaxLineBytes);
+    // Lines go into proto string fields: valid UTF-8, cut between code
+    // points, or the coordinator cannot parse the message carrying them.
+    line = SanitizeUtf8(line, kMaxLineBytes);
     if (stream == "stderr" && !line.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       last_error_ = line;

@@ -16,19 +16,24 @@
 
 namespace trainctl::agent {
 
-// What to start: the program, its arguments, extra environment, and the
+// What to start: the program, its arguments, environment changes, and the
 // bytes to feed its stdin (then closed). A standby process gets no bytes and
 // keeps stdin open until Activate.
 struct RankLaunch {
   std::string program;
   std::vector<std::string> args;
   std::map<std::string, std::string> env;
+  // Variables of the agent's environment the process does not inherit.
+  std::vector<std::string> env_remove;
   std::string stdin_bytes;
   bool standby = false;
 };
 
 // One supervised rank process. It runs in its own process group (so a cancel
-// reaches anything it spawned) and dies with the agent (PR_SET_PDEATHSIG).
+// reaches anything it spawned) and dies with the agent process
+// (PR_SET_PDEATHSIG, armed from a fork thread that lives as long as the
+// process, so it does not die with whichever thread called Start). Its
+// output lines are valid UTF-8 (SanitizeUtf8), at most 16 KiB each.
 // Its stdout/stderr arrive line by line and its report frames (fd 3) one by
 // one, each on a reader thread; on_exit runs once, after every line and frame
 // was delivered. Callbacks run on internal threads and must be thread-safe.

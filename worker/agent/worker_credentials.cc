@@ -95,14 +95,6 @@ absl::StatusOr<std::string> Join(const WorkerTlsOptions& options,
 
 }  // namespace
 
-std::string DefaultWorkerStateDir() {
-  const char* xdg = getenv("XDG_STATE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/trainctl-worker");
-  const char* home = getenv("HOME");
-  return absl::StrCat(home != nullptr ? home : ".",
-                      "/.local/state/trainctl-worker");
-}
-
 absl::StatusOr<WorkerCredentials> ObtainCredentials(
     const WorkerTlsOptions& options, const std::string& coordinator,
     const std::string& name) {

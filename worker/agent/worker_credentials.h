@@ -29,9 +29,6 @@ struct WorkerCredentials {
   std::string ca_pem;  // for the ranks' Rendezvous calls; empty if insecure
 };
 
-// $XDG_STATE_HOME/trainctl-worker, else ~/.local/state/trainctl-worker.
-std::string DefaultWorkerStateDir();
-
 // The credentials for worker `name` talking to `coordinator`. Errors name the
 // flag or file at fault and what to do; a refused join token is not retried.
 absl::StatusOr<WorkerCredentials> ObtainCredentials(
