@@ -1,13 +1,14 @@
 // JobManager's dry run: validates a spec and says what the coordinator
 // would do with it now (where it would run or why it would wait, and the
-// shard plan), without creating, queueing or reserving anything.
+// shard plan), without creating, queueing or reserving anything. It opens
+// no data file: the sample counts come from a worker (dry_run_data.h).
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/data_probe.h"
 #include "common/shard_plan.h"
 #include "common/spec.h"
+#include "coordinator/dry_run_data.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/scheduler.h"
 
@@ -17,25 +18,44 @@ namespace {
 // A job id no real job has, for the scheduler's answer about this one.
 constexpr char kDryRunId[] = "(dry run)";
 
-void FillShardPlan(const v1::JobSpec& spec, v1::DryRunPlan* plan) {
-  const v1::TrainingSpec& t = spec.training();
-  plan->set_samples_per_step(t.batch_size() *
-                             std::max<int64_t>(1, t.grad_accum_steps()));
-  if (spec.ranks() > 0) plan->set_per_rank_batch(t.batch_size() / spec.ranks());
-  // The data may live only on the workers; then the sizes stay unknown.
-  absl::StatusOr<int64_t> samples = CountTrainSamples(spec.data());
-  if (!samples.ok()) {
-    plan->set_data_note(absl::StrCat("training samples unknown here: ",
-                                     samples.status().message()));
-    return;
-  }
-  plan->set_train_samples(*samples);
-  plan->set_steps_per_epoch(StepsPerEpoch(*samples, plan->samples_per_step()));
-  plan->set_dropped_per_epoch(*samples - plan->steps_per_epoch() *
-                                             plan->samples_per_step());
-}
+constexpr char kStepsUnknown[] = "total steps unknown: ";
 
 }  // namespace
+
+int64_t TotalStepsFromSamples(const v1::JobSpec& spec, int64_t train_samples) {
+  const v1::TrainingSpec& t = spec.training();
+  const int64_t per_step =
+      t.batch_size() * std::max<int64_t>(1, t.grad_accum_steps());
+  if (per_step <= 0) return 0;
+  int64_t total = (train_samples / per_step) * t.epochs();
+  if (t.max_steps() > 0) total = std::min(total, t.max_steps());
+  return total;
+}
+
+void ApplyDataProbeResult(const v1::ProbeDataResult& result,
+                          v1::SubmitJobResponse* dry_run) {
+  v1::DryRunPlan& plan = *dry_run->mutable_plan();
+  v1::Job& job = *dry_run->mutable_job();
+  if (!result.error().empty()) {
+    plan.set_train_samples(0);
+    plan.set_steps_per_epoch(0);
+    plan.set_dropped_per_epoch(0);
+    plan.set_data_note(
+        absl::StrCat("training samples unknown: ", result.error()));
+    job.set_total_steps(0);
+    job.set_reason(absl::StrCat(kStepsUnknown, result.error()));
+    return;
+  }
+  const int64_t samples = std::max<int64_t>(0, result.train_samples());
+  plan.set_train_samples(samples);
+  plan.set_steps_per_epoch(StepsPerEpoch(samples, plan.samples_per_step()));
+  plan.set_dropped_per_epoch(samples -
+                             plan.steps_per_epoch() * plan.samples_per_step());
+  plan.clear_data_note();
+  job.set_total_steps(TotalStepsFromSamples(job.spec(), samples));
+  // Only the reason DryRun set; anything else stays.
+  if (job.reason().rfind(kStepsUnknown, 0) == 0) job.clear_reason();
+}
 
 absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     const std::string& spec_text, const std::string& resume_from) {
@@ -49,16 +69,18 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     if (!from.ok()) return from.status();
     *job.mutable_resume_from() = *std::move(from);
   }
-  absl::StatusOr<int64_t> steps = TotalSteps(job.spec());
-  if (steps.ok()) {
-    job.set_total_steps(*steps);
-  } else {
-    job.set_reason(
-        absl::StrCat("total steps unknown: ", steps.status().message()));
-  }
+  // The sizes wait for a worker's count (ApplyDataProbeResult): the data
+  // is opened only where it lives, never here.
+  job.set_reason(absl::StrCat(kStepsUnknown, kDataNotCountedYet));
   v1::DryRunPlan& plan = *response.mutable_plan();
   plan.set_ranks(job.spec().ranks());
-  FillShardPlan(job.spec(), &plan);
+  const v1::TrainingSpec& t = job.spec().training();
+  plan.set_samples_per_step(t.batch_size() *
+                            std::max<int64_t>(1, t.grad_accum_steps()));
+  if (job.spec().ranks() > 0) {
+    plan.set_per_rank_batch(t.batch_size() / job.spec().ranks());
+  }
+  plan.set_data_note(kDataNotCountedYet);
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::vector<WorkerSlots> slots = registry_.FreeSlots();

@@ -132,14 +132,15 @@ TEST_F(DataTest, CsvErrorsNameFileLineAndColumn) {
   v1::JobSpec spec = Spec("csv");
   const std::string bad = Write("bad.csv", "1,2,3\n4,zz,1\n");
   spec.mutable_data()->set_train_path(bad);
+  // Line and column only: the cell is the file's (security review C1).
   EXPECT_EQ(LoadDatasets(spec).status().message(),
-            "data.train_path: " + bad + ":2: column 1: 'zz' is not a number");
+            "data.train_path: line 2, column 1 of " + bad + " is not a number");
 
   const std::string label = Write("label.csv", "1,2,3\n4,5,-1\n");
   spec.mutable_data()->set_train_path(label);
   EXPECT_THAT(std::string(LoadDatasets(spec).status().message()),
-              HasSubstr(label + ":2: column 2: label '-1' is not a "
-                                "non-negative integer class id"));
+              HasSubstr("line 2, column 2 of " + label +
+                        " is not a non-negative integer class id"));
 
   const std::string ragged = Write("ragged.csv", "1,2,3\n4,5\n");
   spec.mutable_data()->set_train_path(ragged);

@@ -5,6 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "coordinator/dry_run_data.h"
 #include "job_manager_fixture.h"
 
 namespace trainctl::coordinator {
@@ -38,13 +44,21 @@ TEST_F(JobManagerTest, DryRunPlansPlacementAndShardsWithoutQueueing) {
   EXPECT_EQ(plan.jobs_ahead(), 0);
   EXPECT_EQ(plan.placement(), "ranks 0-1 on w1");
   EXPECT_EQ(plan.waiting(), "");
-  // 1000 samples in steps of 16: 62 steps, the last 8 samples dropped.
-  EXPECT_EQ(plan.train_samples(), 1000);
   EXPECT_EQ(plan.samples_per_step(), 16);
   EXPECT_EQ(plan.per_rank_batch(), 8);
+  // The samples are a worker's to count (security review H2).
+  EXPECT_EQ(plan.train_samples(), 0);
+  EXPECT_EQ(plan.data_note(), kDataNotCountedYet);
+  // A worker counted 1000: 62 steps of 16, the last 8 samples dropped.
+  v1::ProbeDataResult counted;
+  counted.set_train_samples(1000);
+  ApplyDataProbeResult(counted, &*dry);
+  EXPECT_EQ(plan.train_samples(), 1000);
   EXPECT_EQ(plan.steps_per_epoch(), 62);
   EXPECT_EQ(plan.dropped_per_epoch(), 8);
+  EXPECT_EQ(plan.data_note(), "");
   EXPECT_EQ(dry->job().total_steps(), 124);
+  EXPECT_EQ(dry->job().reason(), "");
   EXPECT_TRUE(jobs_.List({}).empty());
   // Nothing was reserved: a second dry run sees the same free slots.
   EXPECT_EQ(jobs_.DryRun(FashionSpec(2, 1000))->plan().slots_free(), 3);
@@ -63,9 +77,50 @@ TEST_F(JobManagerTest, DryRunSaysWhyItWouldWait) {
   EXPECT_EQ(dry->plan().jobs_ahead(), 1);
   EXPECT_EQ(dry->plan().placement(), "");
   EXPECT_THAT(dry->plan().waiting(), HasSubstr(queued.id()));
-  // The data files of Spec() do not exist here: the plan says so.
   EXPECT_EQ(dry->plan().train_samples(), 0);
-  EXPECT_THAT(dry->plan().data_note(), HasSubstr("data.train_"));
+  EXPECT_EQ(dry->plan().data_note(), kDataNotCountedYet);
+}
+
+// Security review H2: the coordinator opens no user-named data file, even
+// one it could read; a worker's answer, error included, fills the plan.
+TEST_F(JobManagerTest, DryRunLeavesTheDataToAWorker) {
+  char path[] = "/tmp/dry_run_data.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << "1,0\n2,1\n3,0\n";
+  absl::StatusOr<v1::SubmitJobResponse> dry = jobs_.DryRun(
+      std::string("name: t\nmodel: mlp\ndata: {format: csv, train_path: ") +
+      path + "}\ntraining: {batch_size: 1, epochs: 2}\n");
+  std::remove(path);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_EQ(dry->plan().train_samples(), 0);  // before: 3, read here
+  EXPECT_EQ(dry->job().total_steps(), 0);
+  EXPECT_EQ(dry->plan().data_note(), kDataNotCountedYet);
+  EXPECT_THAT(dry->job().reason(), HasSubstr(kDataNotCountedYet));
+
+  v1::ProbeDataResult refused;
+  refused.set_error("data.train_path: /dev/zero is a character device");
+  ApplyDataProbeResult(refused, &*dry);
+  EXPECT_EQ(dry->plan().train_samples(), 0);
+  EXPECT_EQ(dry->plan().data_note(),
+            "training samples unknown: data.train_path: /dev/zero is a "
+            "character device");
+  EXPECT_EQ(dry->job().reason(),
+            "total steps unknown: data.train_path: /dev/zero is a character "
+            "device");
+}
+
+TEST(DryRunData, TotalStepsFromSamplesAsTheRanks) {
+  v1::JobSpec spec;
+  spec.mutable_training()->set_batch_size(16);
+  spec.mutable_training()->set_grad_accum_steps(2);
+  spec.mutable_training()->set_epochs(3);
+  EXPECT_EQ(TotalStepsFromSamples(spec, 100), 9);  // 3 x floor(100 / 32)
+  spec.mutable_training()->set_max_steps(5);
+  EXPECT_EQ(TotalStepsFromSamples(spec, 100), 5);
+  spec.mutable_training()->set_batch_size(0);
+  EXPECT_EQ(TotalStepsFromSamples(spec, 100), 0);
 }
 
 TEST_F(JobManagerTest, DryRunRefusesABadSpecNamingTheField) {

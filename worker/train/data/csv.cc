@@ -8,7 +8,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
@@ -43,9 +42,11 @@ absl::StatusOr<int64_t> ResolveLabelColumn(
         ncols, " columns (0-based)"));
   }
   if (header) {
+    // The name is the spec's; the header's own names are the file's bytes
+    // and never go into a message (security review C1).
     return absl::InvalidArgumentError(absl::StrCat(
         "data.label_column: no column named '", wanted, "' in the header of ",
-        path, " (columns: ", absl::StrJoin(names, ", "), ")"));
+        path, " (the header has ", ncols, " columns)"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("data.label_column: '", wanted,
@@ -64,9 +65,16 @@ absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
   }
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(req.path, req.field));
   const char delim = data.delimiter().empty() ? ',' : data.delimiter()[0];
+  // Errors give line and column numbers, never a cell: a data file may be
+  // any file the worker can read (security review C1).
   auto bad = [&](int64_t line, const std::string& why) {
     return absl::InvalidArgumentError(
         absl::StrCat(req.field, ": ", req.path, ":", line, ": ", why));
+  };
+  auto bad_cell = [&](int64_t line, int64_t c, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        req.field, ": line ", line, ", column ", c, " of ", req.path, " ",
+        why));
   };
 
   int64_t ncols = -1;
@@ -78,10 +86,6 @@ absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
   std::vector<float> values;
   int64_t rows = 0;
   int64_t max_class = -1;
-  auto column = [&](int64_t c) {
-    return names.empty() ? absl::StrCat("column ", c)
-                         : absl::StrCat("column ", c, " (", names[c], ")");
-  };
 
   size_t pos = 0;
   int64_t line_no = 0;
@@ -123,17 +127,16 @@ absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
       if (c == label_col && !regression) {
         // Class ids: integers, though "3.0" (pandas output) is accepted.
         if (!number || v < 0 || v != std::floor(v) || v > 2147483647.0) {
-          return bad(line_no, absl::StrCat(column(c), ": label '", cell,
-                                           "' is not a non-negative integer "
-                                           "class id (task classification)"));
+          return bad_cell(line_no, c,
+                          "is not a non-negative integer class id (the "
+                          "label column, task classification)");
         }
         class_ids.push_back(static_cast<int64_t>(v));
         max_class = std::max(max_class, class_ids.back());
         continue;
       }
       if (!number) {
-        return bad(line_no,
-                   absl::StrCat(column(c), ": '", cell, "' is not a number"));
+        return bad_cell(line_no, c, "is not a number");
       }
       (c == label_col ? values : features).push_back(static_cast<float>(v));
     }

@@ -4,6 +4,7 @@
 #include "worker/train/data/dataset.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/data_probe.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "worker/train/data/idx.h"
@@ -162,14 +164,17 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": ", path, ": ", what, ": ", std::strerror(errno)));
   };
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(
-      std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) return fail("cannot open");
-  std::string bytes;
+  // A regular file only: a FIFO would block, /dev/zero would never end.
   struct stat st;
-  if (::fstat(fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode)) {
-    bytes.reserve(static_cast<size_t>(st.st_size));
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(fdopen(fd, "rb"),
+                                                       &std::fclose);
+  if (!file) {
+    ::close(fd);
+    return fail("cannot open");
   }
+  std::string bytes;
+  bytes.reserve(static_cast<size_t>(st.st_size));
   char chunk[1 << 16];
   size_t n = 0;
   while ((n = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0) {
@@ -182,18 +187,23 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
 absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec,
                                       const DecodedFileCache* cache) {
   // Torch reports failures (allocation, conversions) by exception; none may
-  // escape to the trainer.
+  // escape to the trainer. Their text is not passed on: torch's can quote
+  // tensor values or names read from the file, which may be any file the
+  // worker can read (security review C1).
   try {
     return LoadOrThrow(spec, cache);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("data: loading failed: ", e.what_without_backtrace()));
+  } catch (const c10::Error&) {
+    return absl::InternalError(absl::StrCat(
+        "data: loading data.format ", spec.data().format(),
+        " failed inside torch (its message is not shown: it may quote the "
+        "data)"));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "data: out of memory while loading the data set");
-  } catch (const std::exception& e) {
-    return absl::InternalError(
-        absl::StrCat("data: loading failed: ", e.what()));
+  } catch (const std::exception&) {
+    return absl::InternalError(absl::StrCat(
+        "data: loading data.format ", spec.data().format(),
+        " failed (its message is not shown: it may quote the data)"));
   }
 }
 

@@ -155,12 +155,19 @@ std::string DecodedFileCache::UnusableDirReason() const {
 
 DecodedFileCache::Resolved DecodedFileCache::Resolve(
     const std::string& path) const {
-  // One descriptor for the checks, the name and the bytes.
-  Fd source(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  // An unreadable source is the reader's error to report, naming the field.
-  if (source.fd < 0 || !IsGzip(source.fd)) return {path, Outcome::kNotCompressed, ""};
+  // Not even opened unless regular: opening a FIFO blocks and opening a
+  // device can act. The reader then refuses it, naming the field.
   struct stat st;
-  if (::fstat(source.fd, &st) != 0) return {path, Outcome::kNotCompressed, ""};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return {path, Outcome::kNotCompressed, ""};
+  }
+  // One descriptor for the checks, the name and the bytes.
+  Fd source(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  // An unreadable source is the reader's error to report, naming the field.
+  if (source.fd < 0 || ::fstat(source.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      !IsGzip(source.fd)) {
+    return {path, Outcome::kNotCompressed, ""};
+  }
   absl::StatusOr<std::string> name = CopyName(source.fd, st);
   if (!name.ok()) return {path, Outcome::kBypassed, std::string(name.status().message())};
   const std::string target = absl::StrCat(dir_, "/", *name);

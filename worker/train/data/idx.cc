@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/data_probe.h"
 #include "common/status_macros.h"
 
 namespace trainctl::train {
@@ -40,11 +41,17 @@ absl::StatusOr<IdxFile> ReadIdxFrom(const std::string& file_path,
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": ", path, ": ", why));
   };
-  // gzopen reads plain files transparently too.
-  GzFile file(gzopen(file_path.c_str(), "rb"));
+  // A regular file only: a FIFO would block, /dev/zero would never end.
+  absl::StatusOr<int> fd = OpenRegularFile(field, file_path);
+  if (!fd.ok()) return fd.status();
+  // gzdopen reads plain files transparently too, and owns the descriptor.
+  GzFile file(gzdopen(*fd, "rb"));
+  if (!file) {
+    ::close(*fd);
+    return fail(absl::StrCat("cannot read: ", strerror(errno)));
+  }
   // A large buffer makes inflating tens of megabytes several times faster.
-  if (file) gzbuffer(file.get(), 1 << 20);
-  if (!file) return fail(absl::StrCat("cannot open: ", strerror(errno)));
+  gzbuffer(file.get(), 1 << 20);
   auto read_u32 = [&](uint32_t* out) {
     unsigned char b[4];
     if (gzread(file.get(), b, 4) != 4) return false;
@@ -54,11 +61,13 @@ absl::StatusOr<IdxFile> ReadIdxFrom(const std::string& file_path,
   };
   uint32_t got_magic = 0;
   if (!read_u32(&got_magic)) return fail("too short for an IDX header");
+  // Whether it matched, not what was found: those are the file's first 4
+  // bytes, and a data file may be any file the worker can read (C1).
   if (got_magic != magic) {
     return fail(absl::StrCat("not an IDX ",
                              magic == kUbyteImages ? "image" : "label",
-                             " file (magic 0x", absl::Hex(got_magic),
-                             ", expected 0x", absl::Hex(magic), ")"));
+                             " file (its first 4 bytes are not the magic 0x",
+                             absl::Hex(magic, absl::kZeroPad8), ")"));
   }
   IdxFile idx;
   int64_t total = 1;

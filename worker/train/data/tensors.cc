@@ -36,10 +36,13 @@ absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req) {
     const std::vector<char> buffer(bytes.begin(), bytes.end());
     try {
       value = torch::pickle_load(buffer);
-    } catch (const c10::Error& e) {
-      std::string why = e.what_without_backtrace();
-      why = why.substr(0, why.find('\n'));
-      return fail(absl::StrCat("not readable as a torch.save file: ", why));
+    } catch (const c10::Error&) {
+      // Not the unpickler's text: it can quote the file (an opcode, a
+      // class or archive entry name), and the file may be any the worker
+      // can read (security review C1).
+      return fail(
+          "not readable as a torch.save file (torch.save({\"x\": X, \"y\": "
+          "Y}) from Python writes one)");
     }
   }
   if (!value.isGenericDict()) {

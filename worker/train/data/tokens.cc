@@ -64,9 +64,11 @@ absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
     uint32_t id = uint32_t{p[0]} | (uint32_t{p[1]} << 8);
     if (wide) id |= (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
     if (id > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+      // Its index only: the id is 4 bytes of the file (security review C1).
       return absl::InvalidArgumentError(
-          absl::StrCat(req.field, ": ", req.path, ": token ", i, " has id ", id,
-                       ", over the supported maximum 2^31-1"));
+          absl::StrCat(req.field, ": ", req.path, ": token ", i,
+                       " (byte offset ", i * width,
+                       ") has an id over the supported maximum 2^31-1"));
     }
     dst[i] = static_cast<int32_t>(id);
     max_id = std::max(max_id, id);

@@ -1,6 +1,10 @@
 #include "worker/train/models/model.h"
 
+#include <sys/stat.h>
 #include <torch/script.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "worker/train/models/networks.h"
@@ -113,9 +117,11 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
       TransformerSizes s;
       s.vocab_size = m.vocab_size() > 0 ? m.vocab_size() : data.vocab_size;
       if (s.vocab_size < data.vocab_size) {
+        // Not the data's vocabulary: it is the largest id + 1, bytes of
+        // the file (security review C1).
         return absl::InvalidArgumentError(absl::StrCat(
-            "model.vocab_size: ", s.vocab_size, " is smaller than the data's ",
-            data.vocab_size, " token ids"));
+            "model.vocab_size: ", s.vocab_size,
+            " is smaller than the data's largest token id + 1"));
       }
       s.d_model = m.d_model();
       s.n_layers = m.n_layers();
@@ -137,10 +143,19 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
       torch::jit::Module module;
       try {
         module = torch::jit::load(m.path());
-      } catch (const std::exception& e) {
+      } catch (const std::exception&) {
+        // Not torch's text: it quotes the archive's entry names and code,
+        // and model.path may name any file the worker can read (security
+        // review C1).
+        struct stat st;
+        const bool exists = ::stat(m.path().c_str(), &st) == 0;
+        const int stat_errno = errno;
         return absl::InvalidArgumentError(absl::StrCat(
             "model.path: cannot load TorchScript module ", m.path(), ": ",
-            std::string(e.what()).substr(0, 300)));
+            exists ? "torch::jit::load refused it (not a torch.jit.save "
+                     "archive, or one this LibTorch cannot read; the details "
+                     "are not shown)"
+                   : strerror(stat_errno)));
       }
       return std::make_unique<TorchScriptModel>(std::move(module));
     }
