@@ -26,7 +26,7 @@
 
 #include "trainctl/v1/workers.pb.h"
 #include "worker/agent/process_hardening.h"
-#include "worker/agent/utf8_sanitize.h"
+#include "common/utf8_sanitize.h"
 
 namespace trainctl::agent {
 namespace {

@@ -1,7 +1,7 @@
 // SanitizeUtf8: what rank output becomes before it goes into proto3 string
 // fields (the coordinator rejects a message with invalid UTF-8 in one).
 
-#include "worker/agent/utf8_sanitize.h"
+#include "common/utf8_sanitize.h"
 
 #include <gtest/gtest.h>
 
@@ -90,6 +90,19 @@ TEST(SanitizeUtf8Test, SanitizedTextSurvivesAProtoRoundTrip) {
   v1::AgentMessage parsed;
   EXPECT_TRUE(parsed.ParseFromString(wire));
   EXPECT_EQ(parsed.rank_status().message(), message.rank_status().message());
+}
+
+
+TEST(ControlCharactersTest, AreFoundAndEscapedToPrintAsWhatTheyAre) {
+  EXPECT_FALSE(HasControlCharacters("plain text\twith a tab, caf\xc3\xa9"));
+  EXPECT_TRUE(HasControlCharacters("a\nb"));
+  EXPECT_TRUE(HasControlCharacters("\x1b]0;pwned\x07"));
+  EXPECT_TRUE(HasControlCharacters("\x7f"));
+  EXPECT_TRUE(HasControlCharacters("\xc2\x9b"));  // C1 CSI
+  EXPECT_EQ(EscapeControlCharacters("\x1b]0;pwned\x07\nI 12:00 forged"),
+            "\\x1b]0;pwned\\x07\\x0aI 12:00 forged");
+  EXPECT_EQ(EscapeControlCharacters("x\xc2\x9b" "2J"), "x\\u009b2J");
+  EXPECT_EQ(EscapeControlCharacters("caf\xc3\xa9\t!"), "caf\xc3\xa9\t!");
 }
 
 }  // namespace

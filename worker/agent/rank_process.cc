@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/frame_io.h"
-#include "worker/agent/utf8_sanitize.h"
+#include "common/utf8_sanitize.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace trainctl::agent {
+namespace trainctl {
 
 // `bytes` as valid UTF-8: every ill-formed sequence (stray continuation or
 // invalid lead bytes, truncated sequences, overlong forms, surrogates, code
@@ -20,4 +20,13 @@ std::string SanitizeUtf8(std::string_view bytes,
 // True when `bytes` is valid UTF-8 (the check protobuf applies when parsing).
 bool IsValidUtf8(std::string_view bytes);
 
-}  // namespace trainctl::agent
+// True when `text` holds a control character (C0 but tab, DEL, or a C1
+// code point): one that a terminal or a log reader acts on (ESC sequences,
+// a newline that forges a log line).
+bool HasControlCharacters(std::string_view text);
+
+// `text` (valid UTF-8) with each control character written as \xNN (C1 as
+// \u00NN), so it prints as what it is.
+std::string EscapeControlCharacters(std::string_view text);
+
+}  // namespace trainctl

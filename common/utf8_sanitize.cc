@@ -1,8 +1,8 @@
-#include "worker/agent/utf8_sanitize.h"
+#include "common/utf8_sanitize.h"
 
 #include <cstdint>
 
-namespace trainctl::agent {
+namespace trainctl {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
@@ -64,4 +64,45 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
-}  // namespace trainctl::agent
+namespace {
+
+// The control character at text[i] and its length, or 0.
+size_t ControlAt(std::string_view text, size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if ((c < 0x20 && c != '\t') || c == 0x7f) return 1;
+  if (c == 0xc2 && i + 1 < text.size()) {
+    const auto next = static_cast<unsigned char>(text[i + 1]);
+    if (next >= 0x80 && next <= 0x9f) return 2;  // U+0080..U+009F
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool HasControlCharacters(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (ControlAt(text, i) > 0) return true;
+  }
+  return false;
+}
+
+std::string EscapeControlCharacters(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t control = ControlAt(text, i);
+    if (control == 0) {
+      out += text[i++];
+      continue;
+    }
+    const auto code = static_cast<unsigned char>(text[i + control - 1]);
+    out += control == 1 ? "\\x" : "\\u00";
+    out += kHex[code >> 4];
+    out += kHex[code & 0xf];
+    i += control;
+  }
+  return out;
+}
+
+}  // namespace trainctl
