@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,12 @@ class JobManager {
   // plan. Same errors as Submit; records and reserves nothing.
   absl::StatusOr<v1::SubmitJobResponse> DryRun(
       const std::string& spec_text, const std::string& resume_from = "");
+  // DryRun with the sample counts and shard plan from a connected worker,
+  // which checks the spec's data where it lives (job_manager_probe.cc):
+  // blocks up to ~12 s for its answer; without one the plan's data_note
+  // says why the counts are unknown. Same errors as DryRun.
+  absl::StatusOr<v1::SubmitJobResponse> DryRunOnWorker(
+      const std::string& spec_text, const std::string& resume_from = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
@@ -80,6 +87,18 @@ class JobManager {
   // NOT_FOUND for an unknown id; FAILED_PRECONDITION when already final.
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id,
                                  const std::string& reason);
+  // Forgets a finished job: its record, events and checkpoint catalog (the
+  // checkpoint files stay on the workers' disks). NOT_FOUND for an unknown
+  // id; FAILED_PRECONDITION while it has not ended (cancel it first).
+  absl::Status Delete(const std::string& job_id);
+
+  // How long finished jobs are kept before CheckLeases deletes them: the
+  // newest `max_finished_jobs`, none older than `max_age_ms` (0: no limit).
+  struct Retention {
+    int64_t max_finished_jobs = 10'000;
+    int64_t max_age_ms = int64_t{90} * 24 * 3600 * 1000;
+  };
+  void SetRetention(const Retention& retention);
   std::vector<v1::WorkerInfo> Workers() const;
   // The job's checkpoint catalog in step order; NOT_FOUND for an unknown id.
   absl::StatusOr<std::vector<v1::Checkpoint>> Checkpoints(
@@ -98,6 +117,9 @@ class JobManager {
   // delete pruned files) and, for an elastic job, grows it if slots allow.
   absl::Status OnRankCheckpoint(const std::string& worker,
                                 const v1::RankCheckpoint& checkpoint);
+  // A worker's answer to DryRunOnWorker's question.
+  void OnProbeDataResult(const std::string& worker,
+                         const v1::ProbeDataResult& result);
   // FAILED_PRECONDITION when the worker does not run that rank.
   absl::Status OnRankStatus(const std::string& worker,
                             const v1::RankStatus& status);
@@ -144,6 +166,9 @@ class JobManager {
   // one it was submitted to resume from.
   v1::Checkpoint ResumePointLocked(const v1::Job& job);
   void CheckHangsLocked(Outbox* outbox);
+  // Deletes finished jobs past the retention (a bounded number per call).
+  void RetireFinishedLocked();
+  absl::Status DeleteLocked(const std::string& job_id);
   void CheckReattachLocked(Outbox* outbox);
   // Re-adopts the ranks a reconnecting agent reports; cancels those no job
   // generation owns any more.
@@ -200,6 +225,14 @@ class JobManager {
   // time by which their agents must re-adopt them. GUARDED_BY(mu_)
   std::map<std::string, int64_t> reattach_deadline_ms_;
   const int64_t reattach_grace_ms_;
+  Retention retention_;  // GUARDED_BY(mu_)
+  // Dry runs waiting for a worker's data check, by request id.
+  struct PendingProbe {
+    std::string worker;  // the one asked; only it may answer
+    std::promise<v1::ProbeDataResult> done;
+  };
+  std::map<std::string, PendingProbe> probes_;  // GUARDED_BY(mu_)
+  int64_t next_probe_ = 1;                      // GUARDED_BY(mu_)
   // Per rank: a flood of log lines or metric points is cut to these rates
   // (far above what training prints), and the cut is said in the log.
   ReportLimiter log_limiter_{1000, 10'000};    // GUARDED_BY(mu_)

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/spec.h"
+#include "common/utf8_sanitize.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
 
@@ -75,7 +76,7 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
   }
   if (req->dry_run()) {
     absl::StatusOr<v1::SubmitJobResponse> dry =
-        jobs_.DryRun(req->spec_text(), req->resume_from());
+        jobs_.DryRunOnWorker(req->spec_text(), req->resume_from());
     if (!dry.ok()) return ToGrpcStatus(dry.status());
     *resp = *std::move(dry);
     return grpc::Status::OK;
@@ -120,10 +121,23 @@ grpc::Status JobsService::CancelJob(grpc::ServerContext* ctx,
         "reason: ", req->reason().size(), " bytes; at most ",
         kMaxCancelReasonBytes, " are allowed")));
   }
+  if (HasControlCharacters(req->reason())) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "reason: must not contain control characters (it is shown in "
+        "terminals and logs)"));
+  }
   absl::StatusOr<v1::Job> job = jobs_.Cancel(req->job_id(), req->reason());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *resp = *std::move(job);
   return grpc::Status::OK;
+}
+
+grpc::Status JobsService::DeleteJob(grpc::ServerContext* ctx,
+                                    const v1::DeleteJobRequest* req,
+                                    v1::DeleteJobResponse*) {
+  absl::StatusOr<v1::Job> owned = JobFor(*ctx, req->job_id(), "delete");
+  if (!owned.ok()) return ToGrpcStatus(owned.status());
+  return ToGrpcStatus(jobs_.Delete(req->job_id()));
 }
 
 grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,

@@ -185,6 +185,9 @@ grpc::Status WorkersService::Connect(grpc::ServerContext* ctx,
       case v1::AgentMessage::kLog:
         handled = jobs_.OnRankLog(name, message.log());
         break;
+      case v1::AgentMessage::kProbeDataResult:
+        jobs_.OnProbeDataResult(name, message.probe_data_result());
+        break;
       default:
         handled = absl::InvalidArgumentError(
             "unexpected message on an established agent stream");

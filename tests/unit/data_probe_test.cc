@@ -289,15 +289,6 @@ TEST_F(DataProbeTest, TheHandlerAnswersWithCountsOrABoundedError) {
   EXPECT_EQ(parsed.probe_data_result().error(), result.error());
 }
 
-TEST(ValidUtf8Prefix, ReplacesBadBytesAndCutsOnBoundaries) {
-  EXPECT_EQ(agent::ValidUtf8Prefix("abc", 10), "abc");
-  EXPECT_EQ(agent::ValidUtf8Prefix("a\xff" "b", 10), "a\xef\xbf\xbd" "b");
-  EXPECT_EQ(agent::ValidUtf8Prefix("\xc3\xa9\xc3\xa9", 3), "\xc3\xa9");
-  EXPECT_EQ(agent::ValidUtf8Prefix("a\xc3", 10), "a\xef\xbf\xbd");  // cut off
-  EXPECT_EQ(agent::ValidUtf8Prefix("\xed\xa0\x80", 10),  // a surrogate
-            "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
-  EXPECT_EQ(agent::ValidUtf8Prefix("\xf0\x9f\x98\x80", 4), "\xf0\x9f\x98\x80");
-}
 
 }  // namespace
 }  // namespace trainctl

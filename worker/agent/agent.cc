@@ -17,8 +17,9 @@
 #include "common/frame_io.h"
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/agent/data_probe_handler.h"
 #include "worker/agent/process_hardening.h"
-#include "worker/agent/utf8_sanitize.h"
+#include "common/utf8_sanitize.h"
 #include "worker/train/heap_reuse.h"
 
 extern char** environ;
@@ -118,8 +119,49 @@ bool Agent::AwaitChannel() {
   return false;
 }
 
+void Agent::QueueDataProbe(const v1::ProbeDataRequest& request) {
+  {
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    // The coordinator waits a few seconds for each: more queued than this
+    // would be answered after it gave up.
+    if (probes_.size() >= 4) {
+      v1::AgentMessage busy;
+      busy.mutable_probe_data_result()->set_request_id(request.request_id());
+      busy.mutable_probe_data_result()->set_error(
+          "the worker is busy with other data checks");
+      Send(std::move(busy));
+      return;
+    }
+    probes_.push_back(request);
+    if (!probe_thread_.joinable()) {
+      probe_thread_ = std::thread([this] { ProbeLoop(); });
+    }
+  }
+  probe_cv_.notify_all();
+}
+
+void Agent::ProbeLoop() {
+  std::unique_lock<std::mutex> lock(probe_mu_);
+  while (true) {
+    probe_cv_.wait(lock, [this] { return stopping_.load() || !probes_.empty(); });
+    if (stopping_.load()) return;
+    v1::ProbeDataRequest request = std::move(probes_.front());
+    probes_.pop_front();
+    lock.unlock();
+    v1::AgentMessage answer;
+    *answer.mutable_probe_data_result() = HandleProbeData(request);
+    Send(std::move(answer));
+    lock.lock();
+  }
+}
+
 void Agent::Stop() {
   if (stopping_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(probe_mu_);
+  }
+  probe_cv_.notify_all();
+  if (probe_thread_.joinable()) probe_thread_.join();
   std::map<RankId, std::unique_ptr<RankProcess>> ranks;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -210,13 +252,18 @@ bool Agent::RunSession() {
   v1::CoordinatorMessage message;
   while (stream->Read(&message)) {
     if (message.has_assign()) {
-      for (const auto& a : message.assign().ranks()) StartRank(a);
+      for (v1::RankAssignment a : message.assign().ranks()) {
+        *a.mutable_spec() = message.assign().spec();  // sent once per worker
+        StartRank(a);
+      }
     } else if (message.has_cancel()) {
       TLOG_INFO << "cancel job " << message.cancel().job_id() << ": "
                 << message.cancel().reason();
       CancelJob(message.cancel().job_id(), message.cancel().generation());
     } else if (message.has_delete_checkpoints()) {
       DeleteCheckpoints(message.delete_checkpoints());
+    } else if (message.has_probe_data()) {
+      QueueDataProbe(message.probe_data());
     }
   }
   {

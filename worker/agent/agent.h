@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -90,6 +91,10 @@ class Agent {
   // Retention: removes checkpoint files the coordinator no longer keeps,
   // only inside the job's checkpoint directory.
   void DeleteCheckpoints(const v1::DeleteCheckpoints& request);
+  // A dry run's data check: queued (a few at most) for ProbeLoop, which
+  // answers them one at a time off the stream's thread.
+  void QueueDataProbe(const v1::ProbeDataRequest& request);
+  void ProbeLoop();
   void OnRankReport(const RankId& id, const v1::RankReport& report);
   void OnRankExit(const RankId& id, int exit_code, const std::string& error);
   // Destroys finished RankProcess objects outside the lock, then starts
@@ -124,6 +129,11 @@ class Agent {
   // restarted coordinator gets what it lost again.
   KeptReports reports_;                                   // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
+
+  std::mutex probe_mu_;
+  std::condition_variable probe_cv_;
+  std::deque<v1::ProbeDataRequest> probes_;  // GUARDED_BY(probe_mu_)
+  std::thread probe_thread_;
 };
 
 }  // namespace trainctl::agent

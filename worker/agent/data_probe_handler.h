@@ -32,8 +32,4 @@ inline constexpr size_t kMaxProbeErrorBytes = 1024;
 v1::ProbeDataResult HandleProbeData(const v1::ProbeDataRequest& request,
                                     const DataProbeOptions& options = {});
 
-// `text` as valid UTF-8 (each bad byte becomes U+FFFD) of at most
-// `max_bytes`, cut before a whole code point.
-std::string ValidUtf8Prefix(const std::string& text, size_t max_bytes);
-
 }  // namespace trainctl::agent
