@@ -7,12 +7,19 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/rank_exit.h"
+#include "common/utf8_sanitize.h"
 #include "common/spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/resume_check.h"
 #include "coordinator/scheduler.h"
 
 namespace trainctl::coordinator {
+namespace {
+
+constexpr int kMaxUnfinishedJobsPerUser = 1000;
+
+}  // namespace
+
 JobManager::JobManager(const Clock& clock, EventHub& events,
                        Rendezvous& rendezvous, JobStore& store,
                        int64_t lease_ms, int64_t heartbeat_interval_ms)
@@ -61,6 +68,18 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
   v1::Job snapshot;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A flood of submissions from one user stays bounded (each job keeps
+    // its spec in memory and on disk until it ends and is retired).
+    int unfinished = 0;
+    for (const auto& [id, other] : jobs_) {
+      unfinished += other.owner() == owner && !IsFinal(other.state());
+    }
+    if (unfinished >= kMaxUnfinishedJobsPerUser) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          owner.empty() ? "this cluster" : owner, " already has ", unfinished,
+          " jobs queued or running, the limit; wait for some to end or "
+          "cancel some"));
+    }
     const int64_t number = next_job_number_;
     job.set_id(absl::StrCat("job-", number));
     job.set_state(v1::JOB_STATE_QUEUED);
@@ -209,6 +228,7 @@ void JobManager::CheckLeases() {
     CheckHangsLocked(&outbox);
     CheckReattachLocked(&outbox);
     SaveLocked().IgnoreError();
+    RetireFinishedLocked();
   }
   for (auto& link : expired_links) link->Disconnect();
   Deliver(outbox);
@@ -246,12 +266,16 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
         }
       }
     }
+    // Whatever the agent sent (RankStatus.message is bytes): valid UTF-8
+    // and bounded before it reaches reasons, logs and clients.
+    const std::string message =
+        EscapeControlCharacters(SanitizeUtf8(status.message(), 4096));
     if (status.generation() == job.generation()) {
       // Also after the job ended or its generation was given up: `status`
       // and the dashboard show how each rank of the last generation ended.
       rank->set_state(v1::RANK_STATE_EXITED);
       rank->set_exit_code(status.exit_code());
-      rank->set_message(status.message());
+      rank->set_message(message);
       MarkDirtyLocked(job.id());
     }
     const bool config_error = status.exit_code() == kRankExitConfigError;
@@ -263,18 +287,14 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
                    absl::StrCat("rank ", status.rank(), " on worker ", worker,
                                 " failed on the job's configuration or data "
                                 "(not retried): ",
-                                status.message().empty()
-                                    ? "no message"
-                                    : status.message()),
+                                message.empty() ? "no message" : message),
                    &outbox);
     } else if (current) {
       if (status.exit_code() != 0) {
         std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
                                        worker, " exited with code ",
                                        status.exit_code());
-        if (!status.message().empty()) {
-          absl::StrAppend(&why, ": ", status.message());
-        }
+        if (!message.empty()) absl::StrAppend(&why, ": ", message);
         EndGenerationLocked(job, why, /*counted=*/true, &outbox);
       } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
                              [](const v1::RankInfo& r) {

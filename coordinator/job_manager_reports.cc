@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/hang_detector.h"
+#include "common/utf8_sanitize.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
 
@@ -73,6 +74,11 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
   *event.mutable_log() = log.line();
+  // Shown in terminals and logs: an ESC sequence or a newline in a rank's
+  // output must print as what it is, not act (a forged log line, a retitled
+  // terminal).
+  event.mutable_log()->set_text(
+      EscapeControlCharacters(SanitizeUtf8(log.line().text(), 16 * 1024)));
   RecordEventLocked(job.id(), std::move(event));
   SaveLocked().IgnoreError();
   return absl::OkStatus();
