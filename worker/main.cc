@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
     }
     tls.join_token = *token;
   }
+  tls.slots = options.slots;
   absl::StatusOr<trainctl::agent::WorkerCredentials> credentials =
       trainctl::agent::ObtainCredentials(tls, options.coordinator, options.name);
   if (!credentials.ok()) {

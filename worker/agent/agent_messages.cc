@@ -70,17 +70,19 @@ void Agent::ResumeReportsLocked(const v1::Registered& registered) {
                 << cursor.rank() << " of " << cursor.job_id();
     }
   }
+  // Checkpoint reports (and the rest) before the exits: a job's last exit
+  // ends it, and rank 0's last checkpoint must be cataloged by then.
+  for (v1::AgentMessage& m : buffer_) {
+    const bool is_report = m.has_metrics() || m.has_log();
+    const bool is_exit = m.has_rank_status() && !m.rank_status().running();
+    if (!is_report && !is_exit) rebuilt.push_back(std::move(m));
+  }
   for (const v1::RankStatus& exit : recent_exits_) {
     if (adopted.count({exit.job_id(), exit.generation(), exit.rank()})) {
       v1::AgentMessage m;
       *m.mutable_rank_status() = exit;
       rebuilt.push_back(std::move(m));
     }
-  }
-  for (v1::AgentMessage& m : buffer_) {
-    const bool is_report = m.has_metrics() || m.has_log();
-    const bool is_exit = m.has_rank_status() && !m.rank_status().running();
-    if (!is_report && !is_exit) rebuilt.push_back(std::move(m));
   }
   buffer_.swap(rebuilt);
   // Reports of ranks that are neither adopted nor running are of no use.

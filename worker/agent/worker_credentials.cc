@@ -9,6 +9,7 @@
 
 #include <grpcpp/create_channel.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
@@ -70,6 +71,7 @@ absl::StatusOr<std::string> Join(const WorkerTlsOptions& options,
   request.set_join_token(options.join_token);
   request.set_name(name);
   request.set_csr_pem(csr);
+  request.set_slots(options.slots);
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(options.join_wait_ms);
   int64_t backoff_ms = 200;
@@ -127,11 +129,19 @@ absl::StatusOr<WorkerCredentials> ObtainCredentials(
     const std::string key_path = options.state_dir + "/worker.key";
     absl::StatusOr<std::string> kept_cert = ReadWholeFile(cert_path);
     absl::StatusOr<std::string> kept_key = ReadWholeFile(key_path);
+    const std::string slots_path = options.state_dir + "/worker.slots";
     absl::Status usable =
         kept_cert.ok() && kept_key.ok()
             ? CheckCertificate(*kept_cert, *kept_key, out.ca_pem, name)
             : absl::NotFoundError("no certificate kept yet");
-    if (usable.ok()) {
+    // The coordinator knows the slots of the last join: with more --slots
+    // now, join again (same key) when the token is at hand.
+    absl::StatusOr<std::string> kept_slots = ReadWholeFile(slots_path);
+    const bool slots_changed =
+        !kept_slots.ok() ||
+        std::string(absl::StripAsciiWhitespace(*kept_slots)) !=
+            absl::StrCat(options.slots);
+    if (usable.ok() && (!slots_changed || options.join_token.empty())) {
       cert = *kept_cert;
       key = *kept_key;
     } else if (options.join_token.empty()) {
@@ -140,7 +150,13 @@ absl::StatusOr<WorkerCredentials> ObtainCredentials(
           usable.message(), "): pass --join-token (the coordinator's "
           "auth/join.token) to obtain one, or --cert/--key"));
     } else {
-      ASSIGN_OR_RETURN(key, pki::NewPrivateKey());
+      // Renewal keeps the key: the coordinator pins each name to the key it
+      // first certified, so a new key could never renew (review M5).
+      if (kept_key.ok() && pki::NewCertificateRequest(*kept_key, name).ok()) {
+        key = *kept_key;
+      } else {
+        ASSIGN_OR_RETURN(key, pki::NewPrivateKey());
+      }
       ASSIGN_OR_RETURN(cert, Join(options, coordinator, name, out.ca_pem, key));
       if (absl::Status s = CheckCertificate(cert, key, out.ca_pem, name); !s.ok()) {
         return absl::InternalError(absl::StrCat(
@@ -155,6 +171,7 @@ absl::StatusOr<WorkerCredentials> ObtainCredentials(
       }
       RETURN_IF_ERROR(WritePrivate(key_path, key));
       RETURN_IF_ERROR(WritePrivate(cert_path, cert));
+      RETURN_IF_ERROR(WritePrivate(slots_path, absl::StrCat(options.slots, "\n")));
       TLOG_INFO << "joined the cluster; certificate kept in " << cert_path;
     }
   }

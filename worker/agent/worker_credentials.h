@@ -22,6 +22,9 @@ struct WorkerTlsOptions {
   std::string join_token;       // else: trade this for a certificate
   std::string state_dir;        // where a joined certificate is kept
   int64_t join_wait_ms = 120'000;  // keep trying an unreachable coordinator
+  // The slots the worker registers with: a join records them, and the
+  // coordinator refuses a registration claiming more than its join did.
+  int slots = 1;
 };
 
 struct WorkerCredentials {
