@@ -190,6 +190,19 @@ int CmdCancel(Env& env, const std::string& job_id, const std::string& reason) {
   return kExitOk;
 }
 
+int CmdDelete(Env& env, const std::vector<std::string>& job_ids) {
+  int exit_code = kExitOk;
+  for (const std::string& id : job_ids) {
+    if (absl::Status deleted = env.client->DeleteJob(id); !deleted.ok()) {
+      exit_code = Fail(env, deleted);  // the others are still tried
+      continue;
+    }
+    if (!env.json) env.out << "job " << id << ": deleted\n";
+  }
+  if (env.json && exit_code == kExitOk) env.out << "{}\n";
+  return exit_code;
+}
+
 int CmdWatch(Env& env, const std::string& job_id, bool plain) {
   // A unary call first, so an unknown job or a dead coordinator is reported
   // at once (exit 4 / 3) instead of entering the reconnect loop.
@@ -313,6 +326,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   cancel->add_option("--reason", cancel_reason, "Reason recorded with the job");
   cancel->footer("\nExample:\n  trainctl cancel JOB_ID --reason 'wrong lr'");
 
+  std::vector<std::string> delete_ids;
+  CLI::App* remove = app.add_subcommand(
+      "delete", "Forget finished jobs: their record, events and checkpoint "
+                "catalog (checkpoint files stay on disk)");
+  remove->add_option("JOB", delete_ids, "Job ids")->required();
+  remove->footer("\nExample:\n  trainctl delete job-3 job-4");
+
   bool watch_plain = false;
   CLI::App* watch = app.add_subcommand(
       "watch", "Follow a job until it ends: a live view on a terminal, "
@@ -404,6 +424,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (stream.plot->parsed()) return CmdPlot(env, stream_args);
   if (status->parsed()) return CmdStatus(env, job_id);
   if (cancel->parsed()) return CmdCancel(env, job_id, cancel_reason);
+  if (remove->parsed()) return CmdDelete(env, delete_ids);
   if (watch->parsed()) return CmdWatch(env, job_id, watch_plain);
   if (workers->parsed()) return CmdWorkers(env);
   return kExitUsage;  // unreachable: require_subcommand(1)

@@ -116,6 +116,15 @@ absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
   return response;
 }
 
+absl::Status CoordinatorClient::DeleteJob(const std::string& job_id) {
+  v1::DeleteJobRequest request;
+  request.set_job_id(job_id);
+  v1::DeleteJobResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  return FromGrpcStatus(stub_->DeleteJob(&context, request, &response));
+}
+
 absl::StatusOr<v1::ListWorkersResponse> CoordinatorClient::ListWorkers() {
   v1::ListWorkersResponse response;
   grpc::ClientContext context;

@@ -43,6 +43,7 @@ class CoordinatorClient {
       const std::vector<v1::JobState>& states);
   absl::StatusOr<v1::Job> CancelJob(const std::string& job_id,
                                     const std::string& reason);
+  absl::Status DeleteJob(const std::string& job_id);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   absl::StatusOr<v1::ListCheckpointsResponse> ListCheckpoints(
       const std::string& job_id);

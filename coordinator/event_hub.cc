@@ -41,12 +41,19 @@ std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
     return log.closed &&
            log.published == static_cast<int64_t>(log.events.size());
   };
+  // Every job's log exists from its first event on; a missing one was
+  // deleted (Forget), and reads as closed and empty.
+  static const JobLog kForgotten{{}, 0, true};
+  auto log_of = [&]() -> const JobLog& {
+    auto it = logs_.find(job_id);
+    return it == logs_.end() ? kForgotten : it->second;
+  };
   auto ready = [&] {
-    const JobLog& log = logs_[job_id];
+    const JobLog& log = log_of();
     return complete(log) || log.published >= from_seq;
   };
   appended_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready);
-  const JobLog& log = logs_[job_id];
+  const JobLog& log = log_of();
   std::vector<v1::JobEvent> out;
   for (int64_t i = from_seq - 1; i < log.published; ++i) {
     out.push_back(log.events[i]);
@@ -79,6 +86,14 @@ void EventHub::Close(const std::string& job_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     logs_[job_id].closed = true;
+  }
+  appended_.notify_all();
+}
+
+void EventHub::Forget(const std::string& job_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    logs_.erase(job_id);  // WaitForEvents reads a missing log as closed
   }
   appended_.notify_all();
 }

@@ -50,6 +50,9 @@ class EventHub {
   // Marks the job's history complete: watchers finish after its last event.
   void Close(const std::string& job_id);
 
+  // Drops a deleted job's history; its watchers end as after Close.
+  void Forget(const std::string& job_id);
+
   // Wakes every waiter (used at shutdown).
   void WakeAll();
 

@@ -112,4 +112,18 @@ absl::Status InMemoryJobStore::DeleteCheckpoint(const std::string& job_id,
   return absl::OkStatus();
 }
 
+absl::Status InMemoryJobStore::DeleteJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (jobs_.erase(job_id) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no job with id '", job_id, "' is stored"));
+  }
+  order_.erase(std::find(order_.begin(), order_.end(), job_id));
+  events_.erase(job_id);
+  for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {
+    it = it->first.first == job_id ? checkpoints_.erase(it) : std::next(it);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace trainctl::coordinator

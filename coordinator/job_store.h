@@ -89,6 +89,9 @@ class JobStore {
       const std::string& job_id) = 0;
   virtual absl::Status DeleteCheckpoint(const std::string& job_id,
                                         int64_t step) = 0;
+  // Forgets the job: its snapshot, events and catalog entries (not the
+  // checkpoint files), durably. NOT_FOUND when it is not stored.
+  virtual absl::Status DeleteJob(const std::string& job_id) = 0;
 
   // Conveniences: one-record writes, durable at once.
   absl::Status PutJob(const v1::Job& job);
@@ -108,6 +111,7 @@ class InMemoryJobStore : public JobStore {
       const std::string& job_id) override;
   absl::Status DeleteCheckpoint(const std::string& job_id,
                                 int64_t step) override;
+  absl::Status DeleteJob(const std::string& job_id) override;
 
  private:
   std::mutex mu_;

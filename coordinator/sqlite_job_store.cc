@@ -224,6 +224,10 @@ absl::Status SqliteJobStore::Init() {
        "WHERE job_id = ?1 ORDER BY step"},
       {&stmts_->delete_checkpoint,
        "DELETE FROM checkpoints WHERE job_id = ?1 AND step = ?2"},
+      {&stmts_->delete_job_checkpoints,
+       "DELETE FROM checkpoints WHERE job_id = ?1"},
+      {&stmts_->delete_job_events, "DELETE FROM events WHERE job_id = ?1"},
+      {&stmts_->delete_job, "DELETE FROM jobs WHERE id = ?1"},
   };
   for (const auto& [stmt, text] : sql) {
     rc = sqlite3_prepare_v3(db_, text, -1, SQLITE_PREPARE_PERSISTENT, stmt,

@@ -62,6 +62,7 @@ class SqliteJobStore : public JobStore {
       const std::string& job_id) override;
   absl::Status DeleteCheckpoint(const std::string& job_id,
                                 int64_t step) override;
+  absl::Status DeleteJob(const std::string& job_id) override;
 
   const std::string& path() const { return path_; }
 

@@ -265,3 +265,30 @@ absl::Status SqliteJobStore::DeleteCheckpoint(const std::string& job_id,
 }
 
 }  // namespace trainctl::coordinator
+
+namespace trainctl::coordinator {
+
+absl::Status SqliteJobStore::DeleteJob(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ApplyLocked(
+      [this, job_id] {
+        for (sqlite3_stmt* stmt :
+             {stmts_->delete_job_checkpoints, stmts_->delete_job_events,
+              stmts_->delete_job}) {
+          Use s(stmt);
+          BindText(*s, 1, job_id);
+          const int rc = sqlite3_step(*s);
+          if (rc != SQLITE_DONE) {
+            return ErrorLocked(rc, absl::StrCat("deleting job ", job_id));
+          }
+        }
+        if (sqlite3_changes(db_) == 0) {
+          return absl::NotFoundError(absl::StrCat("no job with id '", job_id,
+                                                  "' is stored"));
+        }
+        return absl::OkStatus();
+      },
+      Durability::kImmediate);
+}
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,79 @@
+// JobManager's retention: finished jobs are deleted by count and age, or
+// one by one by their owner, so that the coordinator's memory, its SQLite
+// file and the time Recover() takes stay bounded (security review H4).
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+// Deletions per CheckLeases tick: each is a durable write under the lock.
+constexpr int kMaxRetiredPerTick = 64;
+
+}  // namespace
+
+void JobManager::SetRetention(const Retention& retention) {
+  std::lock_guard<std::mutex> lock(mu_);
+  retention_ = retention;
+}
+
+absl::Status JobManager::Delete(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DeleteLocked(job_id);
+}
+
+absl::Status JobManager::DeleteLocked(const std::string& job_id) {
+  v1::Job* job = FindLocked(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  }
+  if (!IsFinal(job->state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", StateName(job->state()),
+                     "; cancel it before deleting it"));
+  }
+  // Pending writes first, so a later save cannot bring the job back.
+  if (absl::Status saved = SaveLocked(); !saved.ok()) return saved;
+  if (absl::Status deleted = store_.DeleteJob(job_id);
+      !deleted.ok() && !absl::IsNotFound(deleted)) {
+    return deleted;
+  }
+  jobs_.erase(job_id);
+  order_.erase(std::find(order_.begin(), order_.end(), job_id));
+  dirty_.erase(job_id);
+  events_.Forget(job_id);
+  return absl::OkStatus();
+}
+
+void JobManager::RetireFinishedLocked() {
+  int64_t finished = 0;
+  for (const std::string& id : order_) finished += IsFinal(jobs_.at(id).state());
+  const int64_t now = clock_.NowUnixMs();
+  std::vector<std::string> retire;
+  for (const std::string& id : order_) {  // oldest first
+    if (static_cast<int>(retire.size()) >= kMaxRetiredPerTick) break;
+    const v1::Job& job = jobs_.at(id);
+    if (!IsFinal(job.state())) continue;
+    const bool too_many = retention_.max_finished_jobs > 0 &&
+                          finished > retention_.max_finished_jobs;
+    const bool too_old = retention_.max_age_ms > 0 &&
+                         now - job.finished_unix_ms() > retention_.max_age_ms;
+    if (!too_many && !too_old) continue;
+    retire.push_back(id);
+    --finished;
+  }
+  for (const std::string& id : retire) {
+    if (absl::Status s = DeleteLocked(id); !s.ok()) {
+      TLOG_ERROR << "retention could not delete " << id << ": " << s.message();
+      return;  // tried again at the next tick
+    }
+    TLOG_INFO << "deleted finished job " << id << " (retention)";
+  }
+}
+
+}  // namespace trainctl::coordinator
