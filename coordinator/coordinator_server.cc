@@ -9,6 +9,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,9 @@ namespace {
 // the coordinator buffer.
 constexpr int kMaxMessageBytes = 16 << 20;
 constexpr int kHandshakeTimeoutMs = 10'000;
+// Sync-server threads: each agent stream, watch and rendezvous wait holds
+// one (the async core that removes this bound is issue #16's).
+constexpr int kMaxServerThreads = 4096;
 
 // The host part of "HOST:PORT" / "[V6]:PORT", for the server certificate.
 std::string ListenHost(const std::string& listen) {
@@ -176,8 +180,16 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 absl::StatusOr<int> CoordinatorServer::Start() {
+  JobManager::Retention retention;
+  retention.max_finished_jobs = options_.keep_finished_jobs;
+  retention.max_age_ms = options_.keep_finished_days * 24 * 3600 * 1000;
+  jobs_.SetRetention(retention);
   RETURN_IF_ERROR(jobs_.Recover());
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection's streams are unauthenticated and each holds a server
+  // thread: only on request (grpcurl and friends).
+  if (options_.reflection) {
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
   // grpc.health.v1.Health (libgrpc++'s built-in implementation): what the
   // Kubernetes `grpc:` probes and load balancers ask. The server starts only
   // after Recover() succeeded, so SERVING means the jobs are loaded.
@@ -208,6 +220,15 @@ absl::StatusOr<int> CoordinatorServer::Start() {
   // is closed, so half-open clients cost an fd for seconds, not minutes.
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              kHandshakeTimeoutMs);
+  // Every call of the sync server holds a thread (agent streams, watches,
+  // rendezvous waits): past this many, new calls are refused with
+  // RESOURCE_EXHAUSTED instead of the process running out of threads.
+  grpc::ResourceQuota quota("trainctl-coordinator");
+  quota.SetMaxThreads(kMaxServerThreads);
+  builder.SetResourceQuota(quota);
+  // A connection may not open streams without bound, nor idle for ever.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 256);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30 * 60 * 1000);
   builder.RegisterService(&jobs_service_);
   builder.RegisterService(&workers_service_);
   builder.RegisterService(&rendezvous_service_);

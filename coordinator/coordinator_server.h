@@ -44,6 +44,12 @@ struct CoordinatorOptions {
   // Who may submit `model: {type: torchscript}` jobs, whose model is code
   // that runs as the worker's user: everyone, admins only, or nobody.
   TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow;
+  // Finished jobs kept (record, events, catalog): the newest this many, for
+  // at most this many days (0: no limit). `trainctl delete` forgets one.
+  int64_t keep_finished_jobs = 10'000;
+  int64_t keep_finished_days = 90;
+  // gRPC server reflection (for grpcurl); off: it answers without a token.
+  bool reflection = false;
 };
 
 // How the coordinator's ports authenticate: the Authenticator, the CA that

@@ -149,6 +149,18 @@ int main(int argc, char** argv) {
                  "refuse")
       ->transform(CLI::CheckedTransformer(torchscript_policies))
       ->default_str("allow");
+  app.add_option("--keep-finished-jobs", options.keep_finished_jobs,
+                 "finished jobs kept, newest first; older ones are deleted "
+                 "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-finished-days", options.keep_finished_days,
+                 "days a finished job is kept (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--reflection", options.reflection,
+               "serve gRPC server reflection (for grpcurl); it answers "
+               "without a token");
   app.add_option("--san", options.server_names,
                  "a host name or IP address clients use to reach this "
                  "coordinator, for the server certificate made on the first "

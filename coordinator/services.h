@@ -44,6 +44,8 @@ class JobsService final : public v1::Jobs::Service {
                         v1::ListJobsResponse* resp) override;
   grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
                          v1::Job* resp) override;
+  grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest* req,
+                         v1::DeleteJobResponse* resp) override;
   grpc::Status WatchJob(grpc::ServerContext* ctx,
                         const v1::WatchJobRequest* req,
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
