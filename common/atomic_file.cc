@@ -123,7 +123,7 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return out;
 }
 
-absl::Status MakeDirs(const std::string& dir) {
+absl::Status MakeDirs(const std::string& dir, unsigned mode) {
   std::string prefix;
   bool first = true;
   for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
@@ -131,7 +131,7 @@ absl::Status MakeDirs(const std::string& dir) {
     if (!first || dir[0] == '/') prefix += '/';
     first = false;
     absl::StrAppend(&prefix, part);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) {
       return ErrnoError("cannot create directory", prefix);
     }
   }

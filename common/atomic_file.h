@@ -37,8 +37,9 @@ absl::Status WriteFileAtomically(const std::string& path,
 // The whole file. NOT_FOUND when absent; other failures name the path.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
-// mkdir -p with mode 0755; OK when it exists already as a directory.
-absl::Status MakeDirs(const std::string& dir);
+// mkdir -p; directories it creates get `mode` (0755 by default); OK when it
+// exists already as a directory.
+absl::Status MakeDirs(const std::string& dir, unsigned mode = 0755);
 
 // Removes temporary files that writers which died mid-write left in `dir`;
 // returns how many were removed.

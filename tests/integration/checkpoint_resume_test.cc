@@ -4,6 +4,8 @@
 // with identical parameters. Ranks are threads joined by Gloo over loopback;
 // data: a slice of Fashion-MNIST.
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -123,6 +125,14 @@ TEST_F(CheckpointResumeTest, ResumedRunEndsWhereTheUninterruptedOneEnds) {
         Run(MakeSpec(1, optimizer, 12, 6), resumed, PathAt(whole, 6));
     EXPECT_EQ(b[0].first_step, 6);
     EXPECT_EQ(b[0].steps, 12);
+    // Model weights are not readable by other local accounts.
+    struct stat st;
+    const std::string path = PathAt(whole, 6);
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0007, 0u) << path;
+    const std::string job_dir = path.substr(0, path.rfind('/'));
+    ASSERT_EQ(::stat(job_dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0007, 0u) << job_dir;
     const double diff = MaxAbsDifference(a[0].parameters, b[0].parameters);
     // Same arithmetic in the same order: identical, not merely close.
     EXPECT_EQ(diff, 0.0);

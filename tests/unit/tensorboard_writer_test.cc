@@ -3,6 +3,8 @@
 // produce, and a write/read round trip through the test reader, which
 // checks every CRC.
 
+#include <sys/stat.h>
+
 #include "worker/train/tensorboard_writer.h"
 
 #include <gmock/gmock.h>
@@ -84,6 +86,12 @@ TEST_F(TensorBoardWriterTest, RoundTripsScalarsThroughTheReader) {
   auto writer = TensorBoardWriter::Create(run, 1700000000, "node-a");
   ASSERT_TRUE(writer.ok()) << writer.status();
   EXPECT_EQ((*writer)->path(), run + "/events.out.tfevents.1700000000.node-a");
+  // Not readable by other local accounts (the run's metrics are the user's).
+  struct stat st;
+  ASSERT_EQ(::stat((*writer)->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0007, 0u);
+  ASSERT_EQ(::stat(run.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0007, 0u);
   ASSERT_TRUE((*writer)
                   ->WriteScalars(10, 1700000001.25,
                                  {{"train/loss", 2.5}, {"train/lr", 1e-3}})

@@ -13,6 +13,11 @@
 namespace trainctl::train {
 namespace {
 
+// Checkpoints hold the model's weights: readable by the worker's user and
+// its group (where an operator puts who may read them), never by others.
+constexpr unsigned kCheckpointDirMode = 0750;
+constexpr unsigned kCheckpointFileMode = 0640;
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -31,7 +36,8 @@ Checkpointer::Checkpointer(const v1::JobSpec& spec, const RankContext& ctx,
 
 absl::Status Checkpointer::PrepareDir() {
   if (ctx_.rank != 0 || dir_.empty() || dir_ready_) return absl::OkStatus();
-  absl::Status made = MakeDirs(dir_);
+  // Model weights: the worker's user and its group, nobody else.
+  absl::Status made = MakeDirs(dir_, kCheckpointDirMode);
   if (made.ok()) {
     // Creating the directory can succeed where writing in it does not.
     made = WriteFileAtomically(dir_ + "/.write-test", "");
@@ -103,7 +109,10 @@ absl::Status Checkpointer::Save(const TrainingCursor& cursor,
       _exit(4);
     };
   }
-  absl::Status written = WriteFileAtomically(path, *bytes, halfway);
+  AtomicWriteOptions write;
+  write.mode = kCheckpointFileMode;
+  write.halfway = halfway;
+  absl::Status written = WriteFileAtomically(path, *bytes, write);
   if (!written.ok()) return written;
   ++written_;
   if (ctx_.on_checkpoint) {

@@ -92,7 +92,8 @@ std::string HostName() {
 
 absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Create(
     const std::string& dir, int64_t unix_seconds, const std::string& host) {
-  if (absl::Status made = MakeDirs(dir); !made.ok()) return made;
+  // Like checkpoints: the worker's user and its group, nobody else.
+  if (absl::Status made = MakeDirs(dir, 0750); !made.ok()) return made;
   const std::string base =
       absl::StrCat(dir, "/", EventFileName(unix_seconds, host));
   std::string path = base;
@@ -101,7 +102,7 @@ absl::StatusOr<std::unique_ptr<TensorBoardWriter>> TensorBoardWriter::Create(
     path = suffix == 0 ? base : absl::StrCat(base, ".", suffix);
     // O_EXCL: never append to another run's (or an earlier generation's) file.
     fd = ::open(path.c_str(),
-                O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+                O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0640);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) return ErrnoError("cannot create", path, errno);
