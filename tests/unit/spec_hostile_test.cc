@@ -141,8 +141,8 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"DeepFlowNesting",
                 [] {
                   return std::string(kValid) +
-                         "model: " + Repeat("[", 200'000) +
-                         Repeat("]", 200'000);
+                         "model: " + Repeat("[", 100'000) +
+                         Repeat("]", 100'000);
                 },
                 "model[0][0][0]"},
         Hostile{"DeepFlowNestingSaysLimit",
@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(
             "spec: 19951 more problems like these not shown"},
         Hostile{"HugeUnknownValue",
                 [] {
-                  return "model: " + Repeat("x", 500'000) + "\n" +
+                  return "model: " + Repeat("x", 200'000) + "\n" +
                          "data: {train_images: a, train_labels: b}";
                 },
                 "model.type: unknown model 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
@@ -250,7 +250,7 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"HugeUnknownKey",
                 // Explicit (`? `): YAML caps implicit keys at 1024 chars.
                 [] {
-                  return std::string(kValid) + "? " + Repeat("k", 500'000) +
+                  return std::string(kValid) + "? " + Repeat("k", 200'000) +
                          "\n: 1\n";
                 },
                 "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: unknown field"}),

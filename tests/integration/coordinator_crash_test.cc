@@ -1,0 +1,184 @@
+// kill -9 of the coordinator of a TLS cluster at the moments that used to
+// lose work (issue #15): while the ranks form their process group, mid-epoch,
+// and as a checkpoint is written. Each time the same ranks finish the job
+// (no rank dies, no restart), every event a watcher saw before the crash is
+// the same event afterwards (no seq is reused), and the checkpoint catalog
+// names exactly the files on disk (retention included).
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "google/protobuf/util/message_differencer.h"
+#include "local_cluster.h"
+
+namespace trainctl::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
+
+enum class Moment { kFormingTheGroup, kMidEpoch, kWritingACheckpoint };
+
+std::string MomentName(const ::testing::TestParamInfo<Moment>& info) {
+  switch (info.param) {
+    case Moment::kFormingTheGroup: return "FormingTheGroup";
+    case Moment::kMidEpoch: return "MidEpoch";
+    case Moment::kWritingACheckpoint: return "WritingACheckpoint";
+  }
+  return "Unknown";
+}
+
+std::string Spec(const std::string& checkpoints) {
+  return "name: crash\nranks: 2\nseed: 3\nmodel: mlp\ndata:\n"
+         "  train_images: " + std::string(kData) + "train-images-idx3-ubyte.gz\n"
+         "  train_labels: " + std::string(kData) + "train-labels-idx1-ubyte.gz\n"
+         "  train_limit: 9600\n"
+         "optimizer: {type: adamw, lr: 0.002}\n"
+         "training: {epochs: 8, batch_size: 96, log_every_steps: 5}\n"
+         "checkpoint: {dir: " + checkpoints + ", every_steps: 25, keep_last: 2}\n"
+         "fault_tolerance: {max_restarts: 2}\n";
+}
+
+// What a watcher has been shown so far (the stream is cut after a moment).
+std::vector<v1::JobEvent> EventsSoFar(LocalCluster& cluster,
+                                      const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(1500));
+  v1::WatchJobRequest req;
+  req.set_job_id(id);
+  auto reader = cluster.jobs().WatchJob(&ctx, req);
+  std::vector<v1::JobEvent> events;
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.push_back(event);
+  reader->Finish().IgnoreError();
+  return events;
+}
+
+std::vector<std::string> CheckpointFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    const std::string name = e->d_name;
+    if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
+        name.substr(name.size() - 5) == ".ckpt") {
+      files.push_back(dir + "/" + name);
+    }
+  }
+  if (d) closedir(d);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool IsFinal(const v1::Job& j) {
+  return j.state() == v1::JOB_STATE_SUCCEEDED ||
+         j.state() == v1::JOB_STATE_FAILED ||
+         j.state() == v1::JOB_STATE_CANCELLED;
+}
+
+class CoordinatorCrashTest : public ::testing::TestWithParam<Moment> {};
+
+TEST_P(CoordinatorCrashTest, NoRankDiesNoEventIsReusedAndTheCatalogMatchesTheDisk) {
+  LocalCluster cluster(2, 1, 1);  // TLS, workers joined with the join token
+  const std::string checkpoints = cluster.dir() + "/ckpt";
+  v1::Job job = cluster.Submit(Spec(checkpoints));
+  const std::string job_dir = checkpoints + "/" + job.id();
+
+  std::function<bool(const v1::Job&)> moment;
+  switch (GetParam()) {
+    case Moment::kFormingTheGroup:
+      // Every rank process runs (the agent said so), none has trained yet.
+      moment = [](const v1::Job& j) {
+        if (IsFinal(j)) return true;
+        if (j.state() != v1::JOB_STATE_RUNNING || j.ranks_size() == 0) {
+          return false;
+        }
+        for (const v1::RankInfo& r : j.ranks()) {
+          if (r.state() != v1::RANK_STATE_RUNNING) return false;
+        }
+        return true;
+      };
+      break;
+    case Moment::kMidEpoch:
+      moment = [](const v1::Job& j) {
+        return j.latest_train().step() >= 40 || IsFinal(j);
+      };
+      break;
+    case Moment::kWritingACheckpoint:
+      // The first file appears before rank 0's report reaches the catalog.
+      moment = [&](const v1::Job& j) {
+        return !CheckpointFiles(job_dir).empty() || IsFinal(j);
+      };
+      break;
+  }
+  v1::Job before = cluster.WaitForJob(job.id(), moment, seconds(300));
+  ASSERT_EQ(before.state(), v1::JOB_STATE_RUNNING) << before.reason();
+  const std::vector<v1::JobEvent> shown = EventsSoFar(cluster, job.id());
+  ASSERT_FALSE(shown.empty());
+
+  cluster.KillCoordinator();
+  std::this_thread::sleep_for(seconds(3));  // the outage of the report
+  ASSERT_TRUE(cluster.RestartCoordinator());
+
+  v1::Job done = cluster.WaitForJob(job.id(), IsFinal, seconds(400));
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  EXPECT_EQ(done.generation(), 1) << "the ranks were restarted";
+  EXPECT_EQ(done.restarts(), 0);
+  for (const v1::RankInfo& rank : done.ranks()) {
+    EXPECT_EQ(rank.state(), v1::RANK_STATE_EXITED) << "rank " << rank.rank();
+    EXPECT_EQ(rank.exit_code(), 0) << "rank " << rank.rank() << " died";
+  }
+
+  // Every event shown before the crash is still that event, under its seq.
+  const std::vector<v1::JobEvent> all = cluster.Events(job.id());
+  ASSERT_GE(all.size(), shown.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(all[i].seq(), static_cast<int64_t>(i) + 1);
+  }
+  for (const v1::JobEvent& seen : shown) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+        seen, all[seen.seq() - 1]))
+        << "seq " << seen.seq() << " was\n"
+        << seen.DebugString() << "and is now\n"
+        << all[seen.seq() - 1].DebugString();
+  }
+
+  // The catalog names the files on disk: retention saw every checkpoint.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  v1::ListCheckpointsRequest req;
+  req.set_job_id(job.id());
+  v1::ListCheckpointsResponse catalog;
+  ASSERT_TRUE(cluster.jobs().ListCheckpoints(&ctx, req, &catalog).ok());
+  std::vector<std::string> cataloged;
+  for (const v1::Checkpoint& c : catalog.checkpoints()) {
+    cataloged.push_back(c.path());
+  }
+  std::sort(cataloged.begin(), cataloged.end());
+  EXPECT_EQ(cataloged.size(), 2u);  // keep_last
+  // The agent deletes pruned files just after the catalog drops them.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (CheckpointFiles(job_dir) != cataloged &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(CheckpointFiles(job_dir), cataloged);
+}
+
+INSTANTIATE_TEST_SUITE_P(AtEachMoment, CoordinatorCrashTest,
+                         ::testing::Values(Moment::kFormingTheGroup,
+                                           Moment::kMidEpoch,
+                                           Moment::kWritingACheckpoint),
+                         MomentName);
+
+}  // namespace
+}  // namespace trainctl::testing
