@@ -344,6 +344,7 @@ TEST_F(AuthTest, WorkersNeedACertificateFromTheClusterNamedAfterThem) {
     join.set_join_token(cluster_->join_token());
     join.set_name("w1");
     join.set_csr_pem(*pki::NewCertificateRequest(key, "w1"));
+    join.set_slots(1);
     v1::JoinResponse joined;
     grpc::ClientContext ctx;
     Deadline(&ctx);

@@ -131,6 +131,7 @@ TEST(HostileClientsTest, GarbageAndHalfOpenConnectionsWhileAJobTrains) {
   join.set_join_token(cluster.join_token());
   join.set_name("rogue");
   join.set_csr_pem(*pki::NewCertificateRequest(key, "rogue"));
+  join.set_slots(1);
   v1::JoinResponse joined;
   {
     grpc::ClientContext ctx;
