@@ -162,9 +162,28 @@ void HttpServer::Shutdown() {
   close(wake_pipe_[1]);
 }
 
+namespace {
+
+// "10.0.0.7" or "::1": one client, whatever its port.
+std::string PeerAddress(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr,
+              text, sizeof(text));
+  } else if (address.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6,
+              &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+              sizeof(text));
+  }
+  return text;
+}
+
+}  // namespace
+
 void HttpServer::PollLoop() {
   struct Conn {
     Connection conn;
+    std::string peer;  // the client's address, without the port
     std::string head;
     int64_t deadline_ms = 0;
     short events = POLLIN;  // what the handshake or the read waits for
@@ -189,16 +208,23 @@ void HttpServer::PollLoop() {
     if (fds[0].revents != 0) break;  // Shutdown()
     if (fds[1].revents & POLLIN) {
       for (;;) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr,
-                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+        sockaddr_storage address{};
+        socklen_t length = sizeof(address);
+        const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&address),
+                               &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) break;  // EAGAIN, or a client that already left
         Connection conn(fd, tls_.get());
-        if (static_cast<int>(conns.size()) >= options_.max_connections) {
+        const std::string peer = PeerAddress(address);
+        int from_peer = 0;
+        for (const auto& [other_fd, other] : conns) from_peer += other.peer == peer;
+        if (static_cast<int>(conns.size()) >= options_.max_connections ||
+            from_peer >= options_.max_connections_per_client) {
           SendErrorBestEffort(conn, 503);  // nothing before a TLS handshake
           continue;
         }
         Conn& c = conns[fd];
         c.conn = std::move(conn);
+        c.peer = peer;
         c.deadline_ms = NowMs() + options_.head_timeout_ms;
       }
     }

@@ -36,6 +36,9 @@ namespace trainctl::coordinator::http {
 struct HttpServerOptions {
   int handler_threads = 4;
   int max_connections = 256;     // more are closed at once
+  // Of those, from one client address: one client cannot take them all
+  // (the k8s liveness probe is on this port).
+  int max_connections_per_client = 16;
   size_t max_queued = 64;        // parsed requests waiting for a handler
   // To finish the TLS handshake and send the whole request head.
   int64_t head_timeout_ms = 10'000;

@@ -121,6 +121,7 @@ class HttpServerTest : public ::testing::Test {
     HttpServerOptions options;
     options.head_timeout_ms = 600;
     options.max_connections = 64;
+    options.max_connections_per_client = 64;  // these tests are one client
     server_ = std::make_unique<HttpServer>(
         [](const HttpRequest& r) {
           return HttpResponse{200, "text/plain", "hello " + r.path, {}};
@@ -218,6 +219,45 @@ TEST(HttpServerLimits, RefusesConnectionsOverTheLimitAndRejectsBadAddresses) {
   HttpServer bad([](const HttpRequest&) { return HttpResponse{}; });
   EXPECT_FALSE(bad.Start("no-port").ok());
   EXPECT_FALSE(bad.Start("127.0.0.1:99999").ok());
+}
+
+// One client address may hold only its share of the connections, so an
+// unauthenticated client cannot lock out the others (the k8s probe).
+TEST(HttpServerLimits, OneClientCannotTakeEveryConnection) {
+  HttpServerOptions options;
+  options.max_connections = 8;
+  options.max_connections_per_client = 2;
+  HttpServer server(
+      [](const HttpRequest&) { return HttpResponse{200, "text/plain", "x", {}}; },
+      options);
+  absl::StatusOr<int> port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::vector<int> idle = {Connect(*port), Connect(*port)};
+  // Refused once the poll thread holds the two idle ones (bounded wait).
+  std::string refused;
+  for (const auto deadline = steady_clock::now() + milliseconds(5000);
+       steady_clock::now() < deadline;) {
+    refused = Exchange(*port, "GET / HTTP/1.1\r\n\r\n");
+    if (refused.rfind("HTTP/1.1 503 ", 0) == 0) break;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503 ", 0), 0u) << refused;
+  // Another client (another loopback address) is served meanwhile.
+  const int other = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+  ASSERT_EQ(bind(other, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(*port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(other, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const std::string request = "GET / HTTP/1.1\r\n\r\n";
+  send(other, request.data(), request.size(), MSG_NOSIGNAL);
+  EXPECT_EQ(ReadAll(other, milliseconds(5000)).rfind("HTTP/1.1 200 ", 0), 0u);
+  close(other);
+  for (int fd : idle) close(fd);
 }
 
 }  // namespace
