@@ -181,7 +181,31 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", tls.insecure,
                "plaintext and no certificate, for a coordinator run with "
                "--insecure (a demo on loopback)");
+  std::string rank_user;
+  app.add_option("--rank-user", rank_user,
+                 "run rank processes as this user (the worker must run as "
+                 "root): a job's code then cannot read the worker's key, "
+                 "state directory or join token")
+      ->envname("TRAINCTL_RANK_USER");
   CLI11_PARSE(app, argc, argv);
+  if (!rank_user.empty()) {
+    absl::StatusOr<trainctl::agent::RankLaunch::User> user =
+        trainctl::agent::LookUpUser(rank_user);
+    if (!user.ok()) {
+      fprintf(stderr, "trainctl-worker: %s\n",
+              std::string(user.status().message()).c_str());
+      return 2;
+    }
+    if (geteuid() != 0) {
+      fprintf(stderr, "trainctl-worker: --rank-user needs the worker to run "
+                      "as root (it switches each rank to that user)\n");
+      return 2;
+    }
+    options.rank_user = *user;
+  } else if (geteuid() == 0) {
+    TLOG_WARNING << "running as root without --rank-user: every job's code "
+                    "runs as root on this node";
+  }
   // Ranks run as our uid: without this they could read the join token from
   // /proc/<agent>/environ (unsetenv does not change that copy) or memory.
   if (absl::Status hidden = trainctl::agent::HideFromSameUidProcesses();

@@ -328,6 +328,7 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
   }
   launch.stdin_bytes = stdin_bytes;
   launch.standby = standby;
+  launch.run_as = options_.rank_user;
   return RankProcess::Start(launch, std::move(callbacks));
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <string>
 #include <tuple>
@@ -50,6 +51,9 @@ struct AgentOptions {
   // How to reach the coordinator (worker_credentials.h); null = plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string ca_pem;  // passed to the ranks; empty = plaintext
+  // Ranks run as this user (--rank-user; the agent must be root), so a job
+  // cannot read the agent's key, state directory or join token.
+  std::optional<RankLaunch::User> rank_user;
   // Told true once registered with the coordinator, false when the stream
   // ends (the worker's health port reports it).
   std::function<void(bool registered)> on_registration;

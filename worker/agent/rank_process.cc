@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,6 +118,28 @@ void WriteAllAndClose(int fd, const std::string& bytes) {
 
 }  // namespace
 
+absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name) {
+  std::vector<char> buffer(16384);
+  passwd entry;
+  passwd* found = nullptr;
+  getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("--rank-user: no user named '", name, "'"));
+  }
+  RankLaunch::User user;
+  user.uid = found->pw_uid;
+  user.gid = found->pw_gid;
+  int count = 64;
+  user.groups.resize(count);
+  if (getgrouplist(name.c_str(), user.gid, user.groups.data(), &count) < 0) {
+    user.groups.resize(count);
+    getgrouplist(name.c_str(), user.gid, user.groups.data(), &count);
+  }
+  user.groups.resize(count);
+  return user;
+}
+
 absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
     const RankLaunch& launch, Callbacks callbacks) {
   Pipe in, out, err, report;
@@ -153,6 +177,16 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
       return child;
     }
     setpgid(0, 0);
+    if (launch.run_as) {
+      // Before PR_SET_PDEATHSIG: changing credentials clears it.
+      const RankLaunch::User& user = *launch.run_as;
+      if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
+          setgid(user.gid) != 0 || setuid(user.uid) != 0) {
+        const char msg[] = "trainctl-worker: cannot switch to --rank-user\n";
+        (void)!write(2, msg, sizeof(msg) - 1);
+        _exit(126);
+      }
+    }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the agent died before prctl
     dup2(in.read, 0);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,7 +28,19 @@ struct RankLaunch {
   std::vector<std::string> env_remove;
   std::string stdin_bytes;
   bool standby = false;
+  // Run as this user instead of the agent's (needs root): the rank then
+  // cannot read the agent's state directory, key or join token.
+  struct User {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+  };
+  std::optional<User> run_as;
 };
+
+// The user named `name` (getpwnam) with its groups, for RankLaunch.run_as.
+// NOT_FOUND naming it when there is no such user.
+absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name);
 
 // One supervised rank process. It runs in its own process group (so a cancel
 // reaches anything it spawned) and dies with the agent process
