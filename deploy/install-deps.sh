@@ -25,16 +25,13 @@ packages=(
   # check from Python, the Slurm script's lint, systemd-analyze for the units,
   # `ip netns` for the network-namespace test.
   python3-yaml python3-grpcio shellcheck systemd iproute2
+  # The Kubernetes manifest test installs a pinned PyPI validator in a venv.
+  python3-venv
   # The coordinator's HTTP port tests: /metrics parsed by the Prometheus
   # client's own parser, and the dashboard rendered by headless Chromium.
   python3-prometheus-client chromium
 )
 
-# The Kubernetes manifest test validates with a pinned npm package: Debian's
-# node and npm, unless a node with its own npm (e.g. NodeSource) is there.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  packages+=(nodejs npm)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Cross-reference checks of deploy/k8s that no schema can make.
 
-  check_k8s.py OUT.json   writes every object as [{"file", "object"}] for
-                          the schema validator (k8s/validate.mjs).
+  check_k8s.py OUT.json   writes every object as [{"file", "object"}]
+                          (k8s_test.sh validates the files themselves).
 Checks, one FAIL line per problem:
   * kustomization.yaml lists exactly the manifest files here but the
     Secret with empty placeholders (secret-join.yaml);

@@ -1,36 +1,39 @@
 #!/bin/bash
 # deploy/k8s: the cross-reference checks of check_k8s.py, then every object
-# against the Kubernetes OpenAPI schema as compiled by the npm package
-# kubernetes-models (pinned with its dependencies in k8s/package-lock.json,
-# installed once per build tree with `npm ci`). Skipped (exit 77) with the
-# reason when node/npm are missing or the npm registry cannot be reached.
+# against the Kubernetes OpenAPI schema with the PyPI package
+# kubernetes-validate (pinned below; its schemas ship in the package),
+# strictly: an unknown field is an error too. Installed once per build tree
+# into a virtual environment. Skipped (exit 77) with the reason when the
+# package cannot be installed (offline).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${TRAINCTL_BUILD_DIR:?}"
+repo="$(cd "$here/../.." && pwd)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 /usr/bin/python3 "$here/check_k8s.py" "$tmp/objects.json"
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIPPED schema validation: node and npm are needed (Debian: nodejs npm)"
-  exit 77
-fi
-validator="$build/k8s-validate"
-stamp="$validator/node_modules/.trainctl-lock.sha256"
-want=$(sha256sum "$here/k8s/package-lock.json" | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  rm -rf "$validator"
-  mkdir -p "$validator"
-  cp "$here/k8s/package.json" "$here/k8s/package-lock.json" "$validator/"
-  if ! (cd "$validator" &&
-        npm ci --no-audit --no-fund --loglevel=error > npm.log 2>&1); then
-    echo "SKIPPED schema validation: npm ci of kubernetes-models failed" \
-         "(offline?); see $validator/npm.log:"
-    tail -n 5 "$validator/npm.log"
+# Its schemas are those of Kubernetes 1.37 (the version it defaults to).
+pinned="kubernetes-validate==1.37.0"
+venv="$build/k8s-validate-venv"
+stamp="$venv/.trainctl-pinned"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$pinned" ]; then
+  rm -rf "$venv"
+  if ! /usr/bin/python3 -m venv "$venv" > "$tmp/venv.log" 2>&1 ||
+     ! "$venv/bin/pip" install --quiet --disable-pip-version-check "$pinned" \
+         >> "$tmp/venv.log" 2>&1; then
+    echo "SKIPPED schema validation: cannot install $pinned (offline?):"
+    tail -n 5 "$tmp/venv.log"
+    rm -rf "$venv"
     exit 77
   fi
-  echo "$want" > "$stamp"
+  echo "$pinned" > "$stamp"
 fi
-cp "$here/k8s/validate.mjs" "$validator/"
-node "$validator/validate.mjs" "$tmp/objects.json"
+manifests=()
+for f in "$repo"/deploy/k8s/*.yaml; do
+  # kustomize's own file is no Kubernetes object (check_k8s.py reads it).
+  [ "$(basename "$f")" = kustomization.yaml ] && continue
+  manifests+=("$f")
+done
+"$venv/bin/kubernetes-validate" --strict --no-warn "${manifests[@]}"
