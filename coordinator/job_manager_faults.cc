@@ -140,6 +140,10 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
           job.id(), " arrived after generation ", job.generation(),
           " started; ignored"));
     }
+    // Re-sent after a reconnect (numbered with rank 0's reports): once.
+    if (!FreshReportLocked(job, message.generation(), 0, message.seq())) {
+      return absl::OkStatus();
+    }
     const v1::CheckpointSpec& spec = job.spec().checkpoint();
     v1::Checkpoint info = message.checkpoint();
     // Only the job's own files: a resume or restart loads what the catalog

@@ -184,7 +184,7 @@ TEST(HostileClientsTest, GarbageAndHalfOpenConnectionsWhileAJobTrains) {
     auto stream = impostor->Connect(&ctx);
     v1::AgentMessage hello;
     hello.mutable_register_()->set_name("w1");
-    hello.mutable_register_()->set_slots(8);
+    hello.mutable_register_()->set_slots(1);
     stream->Write(hello);
     stream->WritesDone();
     v1::CoordinatorMessage reply;

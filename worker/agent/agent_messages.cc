@@ -26,6 +26,10 @@ void Agent::Send(v1::AgentMessage message) {
     const auto& l = message.log();
     id = {l.job_id(), l.generation(), l.line().rank()};
     report = true;
+  } else if (message.has_checkpoint()) {  // only rank 0 writes them
+    const auto& c = message.checkpoint();
+    id = {c.job_id(), c.generation(), 0};
+    report = true;
   }
   if (report) reports_.Number(id, &message);
   buffer_.push_back(std::move(message));
@@ -73,7 +77,7 @@ void Agent::ResumeReportsLocked(const v1::Registered& registered) {
   // Checkpoint reports (and the rest) before the exits: a job's last exit
   // ends it, and rank 0's last checkpoint must be cataloged by then.
   for (v1::AgentMessage& m : buffer_) {
-    const bool is_report = m.has_metrics() || m.has_log();
+    const bool is_report = m.has_metrics() || m.has_log() || m.has_checkpoint();
     const bool is_exit = m.has_rank_status() && !m.rank_status().running();
     if (!is_report && !is_exit) rebuilt.push_back(std::move(m));
   }

@@ -4,6 +4,7 @@ namespace trainctl::agent {
 namespace {
 
 int64_t SeqOf(const v1::AgentMessage& m) {
+  if (m.has_checkpoint()) return m.checkpoint().seq();
   return m.has_metrics() ? m.metrics().seq() : m.log().seq();
 }
 
@@ -14,6 +15,8 @@ void KeptReports::Number(const RankId& id, v1::AgentMessage* message) {
   const int64_t seq = rank.next_seq++;
   if (message->has_metrics()) {
     message->mutable_metrics()->set_seq(seq);
+  } else if (message->has_checkpoint()) {
+    message->mutable_checkpoint()->set_seq(seq);
   } else {
     message->mutable_log()->set_seq(seq);
   }

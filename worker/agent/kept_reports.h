@@ -1,8 +1,8 @@
 #pragma once
 
-// The numbered metrics and log lines of each rank, kept so that a restarted
-// coordinator gets again what it lost (it says up to which seq it has, per
-// rank, when the agent registers). Bounded per rank and in total bytes, and
+// The numbered metrics, log lines and checkpoint reports of each rank, kept
+// so that a restarted coordinator gets again what it lost (it says up to
+// which seq it has, per rank, when the agent registers). Bounded per rank and in total bytes, and
 // a rank's are freed once its exit has reached the coordinator.
 // Not thread-safe: the agent calls it under its lock.
 
@@ -30,8 +30,8 @@ class KeptReports {
   KeptReports(size_t max_per_rank, size_t max_total_bytes)
       : max_per_rank_(max_per_rank), max_total_bytes_(max_total_bytes) {}
 
-  // Numbers a metrics or log message of rank `id` (sets its seq), keeps a
-  // copy, and drops the oldest kept reports beyond the bounds.
+  // Numbers a metrics, log or checkpoint message of rank `id` (sets its
+  // seq), keeps a copy, and drops the oldest kept reports beyond the bounds.
   void Number(const RankId& id, v1::AgentMessage* message);
   // The kept reports of `id` after `last_seq`, in order; *missing is true
   // when some after last_seq were dropped already.
