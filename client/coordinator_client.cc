@@ -29,6 +29,9 @@ CoordinatorClient::CoordinatorClient(std::string address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 4000);
+  // `list --all` of an admin carries every job's spec: gRPC's 4 MiB default
+  // made it fail once a few big jobs existed. The server sends up to this.
+  args.SetMaxReceiveMessageSize(64 << 20);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (!security.insecure) {

@@ -181,6 +181,12 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", tls.insecure,
                "plaintext and no certificate, for a coordinator run with "
                "--insecure (a demo on loopback)");
+  bool join_only = false;
+  app.add_flag("--join-only", join_only,
+               "obtain (or renew) this worker's certificate with the join "
+               "token, keep it in --state-dir and exit: run it as a "
+               "separate step so the agent and its ranks never hold the "
+               "token");
   std::string rank_user;
   app.add_option("--rank-user", rank_user,
                  "run rank processes as this user (the worker must run as "
@@ -258,6 +264,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "trainctl-worker: %s\n",
             std::string(credentials.status().message()).c_str());
     return 1;
+  }
+  if (join_only) {
+    // A deployment's join step: the agent that runs afterwards finds the
+    // certificate in the state directory and never sees the join token.
+    printf("trainctl-worker: certificate for '%s' kept in %s\n",
+           options.name.c_str(), tls.state_dir.c_str());
+    return 0;
   }
   options.credentials = credentials->channel;
   options.ca_pem = credentials->ca_pem;

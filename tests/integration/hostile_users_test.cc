@@ -6,16 +6,21 @@
 // cannot claim more slots than it joined with.
 
 #include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 
+#include "common/pki.h"
 #include "local_cluster.h"
 
 namespace trainctl::testing {
@@ -186,6 +191,120 @@ TEST_F(HostileUsersTest, AWorkerCannotClaimMoreSlotsThanItJoinedWith) {
                huge_log);
   EXPECT_NE(huge.Wait(seconds(60)), 0);  // the worker itself says no first
   EXPECT_THAT(Slurp(huge_log), HasSubstr("--slots"));
+}
+
+// A revoked token ended no open stream: `watch` went on for ever.
+TEST_F(HostileUsersTest, RevokingATokenEndsItsOpenWatch) {
+  const std::string eve = AddUser("eve");
+  auto jobs = v1::Jobs::NewStub(
+      grpc::CreateChannel(cluster_->address(), cluster_->Credentials(eve)));
+  // A job that never fits stays queued: its watch stays open.
+  grpc::ClientContext submit_ctx;
+  submit_ctx.set_deadline(std::chrono::system_clock::now() + seconds(30));
+  v1::SubmitJobRequest submit;
+  submit.set_spec_text(
+      "name: wide\nranks: 64\nmodel: mlp\n"
+      "data: {train_images: /a, train_labels: /b}\n"
+      "training: {batch_size: 64}\n");
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(jobs->SubmitJob(&submit_ctx, submit, &submitted).ok());
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + seconds(60));
+  v1::WatchJobRequest watch;
+  watch.set_job_id(submitted.job().id());
+  auto reader = jobs->WatchJob(&watch_ctx, watch);
+  v1::JobEvent first;
+  ASSERT_TRUE(reader->Read(&first));  // the stream is open and serving
+
+  // Revoke: eve's line leaves auth/tokens (as an admin would edit it).
+  const std::string tokens = cluster_->state_dir() + "/auth/tokens";
+  std::string kept;
+  std::istringstream lines(Slurp(tokens));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" eve") == std::string::npos) kept += line + "\n";
+  }
+  ASSERT_NE(kept, Slurp(tokens));
+  {
+    std::ofstream(tokens + ".new") << kept;
+  }
+  ASSERT_EQ(rename((tokens + ".new").c_str(), tokens.c_str()), 0);
+
+  v1::JobEvent more;
+  while (reader->Read(&more)) {}
+  const grpc::Status ended = reader->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << ended.error_message();
+  cluster_->Cli({"cancel", submitted.job().id()});
+}
+
+// Renewal made a new key, which the coordinator (pinning each name to the
+// key it first certified) refused: every worker fell out at expiry.
+TEST_F(HostileUsersTest, ACertificateAboutToExpireIsRenewedWithTheSameKey) {
+  Process& first = cluster_->StartWorker("renew", 1, 1);
+  const std::string state = cluster_->dir() + "/renew-state";
+  const auto joined = std::chrono::steady_clock::now() + seconds(60);
+  while (Slurp(state + "/worker.crt").empty() &&
+         std::chrono::steady_clock::now() < joined) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  first.Signal(SIGTERM);
+  first.Wait(seconds(30));
+  const std::string key = Slurp(state + "/worker.key");
+  ASSERT_FALSE(key.empty());
+  // Its certificate now expires in 5 days: within the 30 days of renewal.
+  pki::CertificateOrder order;
+  order.common_name = "renew";
+  order.usage = pki::Usage::kClient;
+  order.valid_days = 5;
+  absl::StatusOr<std::string> short_lived = pki::IssueCertificate(
+      Slurp(cluster_->state_dir() + "/tls/ca.crt"),
+      Slurp(cluster_->state_dir() + "/tls/ca.key"), key, order);
+  ASSERT_TRUE(short_lived.ok()) << short_lived.status();
+  {
+    std::ofstream(state + "/worker.crt") << *short_lived;
+  }
+  Process& again = cluster_->StartWorker("renew", 1, 1);
+  const auto renewed = std::chrono::steady_clock::now() + seconds(60);
+  while (Slurp(state + "/worker.crt") == *short_lived &&
+         std::chrono::steady_clock::now() < renewed && again.Running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(again.Running()) << Slurp(cluster_->dir() + "/renew.log");
+  EXPECT_EQ(Slurp(state + "/worker.key"), key);
+  absl::StatusOr<pki::CertificateInfo> info =
+      pki::ReadCertificate(Slurp(state + "/worker.crt"));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_GT(info->not_after_unix, time(nullptr) + 365 * 24 * 3600);
+  again.Signal(SIGTERM);
+  again.Wait(seconds(30));
+}
+
+// The deployments' join step: the certificate is obtained by a separate
+// run, and the agent that follows never holds the join token.
+TEST_F(HostileUsersTest, AJoinStepLetsTheAgentRunWithoutTheToken) {
+  const std::string state = cluster_->dir() + "/separate-state";
+  const std::string log = cluster_->dir() + "/separate-join.log";
+  Process join({std::string(TRAINCTL_BIN_DIR) + "/trainctl-worker",
+                "--join-only", "--coordinator", cluster_->address(), "--name",
+                "separate", "--slots", "1", "--state-dir", state, "--ca-cert",
+                cluster_->ca_cert_path(), "--join-token",
+                cluster_->join_token()},
+               log);
+  ASSERT_EQ(join.Wait(seconds(60)), 0) << Slurp(log);
+  EXPECT_FALSE(Slurp(state + "/worker.crt").empty());
+  Process& agent = cluster_->StartWorker(
+      "separate", 1, 1, {"--ca-cert", cluster_->ca_cert_path()},
+      /*with_credentials=*/false);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+  while (Slurp(cluster_->dir() + "/separate.log").find("registered with") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && agent.Running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(Slurp(cluster_->dir() + "/separate.log"),
+              HasSubstr("registered with"));
+  agent.Signal(SIGTERM);
+  agent.Wait(seconds(30));
 }
 
 }  // namespace

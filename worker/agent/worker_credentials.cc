@@ -45,7 +45,8 @@ absl::Status CheckCertificate(const std::string& cert, const std::string& key,
         "'"));
   }
   if (info.not_after_unix - int64_t(std::time(nullptr)) < kRenewBeforeS) {
-    return absl::FailedPreconditionError("the certificate expires within 30 days");
+    // Its own code: still usable, but due for renewal.
+    return absl::OutOfRangeError("the certificate expires within 30 days");
   }
   return absl::OkStatus();
 }
@@ -141,7 +142,16 @@ absl::StatusOr<WorkerCredentials> ObtainCredentials(
         !kept_slots.ok() ||
         std::string(absl::StripAsciiWhitespace(*kept_slots)) !=
             absl::StrCat(options.slots);
-    if (usable.ok() && (!slots_changed || options.join_token.empty())) {
+    // Due for renewal but no token here (the deployment's join step has
+    // it): keep working with it until that step renews it.
+    const bool renewal_due = absl::IsOutOfRange(usable);
+    if (renewal_due && options.join_token.empty()) {
+      TLOG_WARNING << "the certificate in " << options.state_dir
+                   << " expires within 30 days: run the join step "
+                      "(trainctl-worker --join-only with the join token)";
+    }
+    if ((usable.ok() || renewal_due) &&
+        (!(slots_changed || renewal_due) || options.join_token.empty())) {
       cert = *kept_cert;
       key = *kept_key;
     } else if (options.join_token.empty()) {

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
 #include <condition_variable>
 #include <future>
 #include <thread>
@@ -119,7 +120,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
     tls.pem_root_certs = launch.ca_pem();
     credentials = grpc::SslCredentials(tls);
   }
-  auto channel = grpc::CreateChannel(args.coordinator, credentials);
+  // Rendezvous values are at most 1 MiB (the coordinator's limit).
+  grpc::ChannelArguments channel_args;
+  channel_args.SetMaxReceiveMessageSize(4 << 20);
+  auto channel =
+      grpc::CreateCustomChannel(args.coordinator, credentials, channel_args);
   auto store = c10::make_intrusive<RendezvousStore>(
       v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
       launch.rendezvous_key(),
