@@ -24,7 +24,8 @@ set(TRAINCTL_UNIT_SOURCE_DIR ${PROJECT_SOURCE_DIR}/deploy/systemd)
 set(TRAINCTL_UNIT_STAGE_DIR ${PROJECT_BINARY_DIR}/deploy/systemd)
 install(CODE "
   set(TRAINCTL_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
-  foreach(unit trainctl-coordinator.service trainctl-worker.service)
+  foreach(unit trainctl-coordinator.service trainctl-worker.service
+               trainctl-worker-join.service)
     configure_file(\"${TRAINCTL_UNIT_SOURCE_DIR}/\${unit}\"
                    \"${TRAINCTL_UNIT_STAGE_DIR}/\${unit}\" @ONLY)
     file(INSTALL \"${TRAINCTL_UNIT_STAGE_DIR}/\${unit}\"

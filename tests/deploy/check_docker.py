@@ -15,11 +15,14 @@ Docker cannot run on the build machines, so this reads the files instead:
     beyond loopback inside its container, and each worker points at the
     coordinator's service name and port and has a unique --name;
   * compose is secure: no service runs --insecure; each worker has the CA
-    (TRAINCTL_CA_CERT or --ca-cert) and a join token file from a volume
-    it mounts read-only, its own --state-dir, and never mounts the
-    coordinator's state volume (the CA key); workers and coordinator
-    wait for a one-shot init service that makes the files and copies the CA
-    certificate and join token, and never tls/ca.key, to that volume.
+    (TRAINCTL_CA_CERT or --ca-cert) from a volume it mounts read-only, its
+    own --state-dir, no join token and not the join token's volume, and
+    never mounts the coordinator's state volume (the CA key); its one-shot
+    join-<worker> service (--join-only, the same name, slots and state
+    volume) reads the CA and the token from read-only volumes; coordinator
+    and join services wait for a one-shot init service that makes the
+    files and copies the CA certificate and join token, and never
+    tls/ca.key, out of the coordinator's volume.
 Exits non-zero with one line per problem.
 """
 
@@ -214,9 +217,20 @@ def check_compose_security(services, coordinator, workers):
                 "join.token may leave the coordinator's volume")
     state_volume = volume_mounts(coordinator).get(
         flag(coordinator.get("command", []), "--state-dir"), ("?",))[0]
-    for name, service in [("coordinator", coordinator), *workers.items()]:
-        if (service.get("depends_on") or {}).get("init", {}).get(
-                "condition") != "service_completed_successfully":
+    # The volume init copies the join token to: only join services mount it.
+    init_mounts = volume_mounts(init)
+    token_dirs = [m for m in init_mounts if f"{m}/join.token" in script]
+    token_volume = init_mounts[token_dirs[0]][0] if token_dirs else None
+    if token_volume is None:
+        problem("compose.yaml", "init copies join.token to no volume")
+    joins = {n: v for n, v in services.items() if n.startswith("join-")}
+
+    def waits_for(service, other):
+        return (service.get("depends_on") or {}).get(other, {}).get(
+            "condition") == "service_completed_successfully"
+
+    for name, service in [("coordinator", coordinator), *joins.items()]:
+        if not waits_for(service, "init"):
             problem("compose.yaml", f"{name} does not wait for init to "
                     "complete")
     for name, worker in workers.items():
@@ -224,19 +238,55 @@ def check_compose_security(services, coordinator, workers):
         command = worker.get("command", [])
         mounts = volume_mounts(worker)
         ca = flag(command, "--ca-cert") or env.get("TRAINCTL_CA_CERT")
-        token = flag(command, "--join-token-file") or \
-            env.get("TRAINCTL_JOIN_TOKEN_FILE")
-        for what, path in (("CA certificate", ca), ("join token file", token)):
-            where = [m for m in mounts if path and path.startswith(m + "/")]
-            if not where or not mounts[where[0]][1]:
-                problem("compose.yaml", f"{name}: its {what} {path!r} is not "
-                        "on a volume mounted read-only")
+        on_read_only_volume(name, "CA certificate", ca, mounts)
+        # The join token is the join service's alone (security review C1):
+        # neither the agent nor the jobs it runs can read it.
+        if flag(command, "--join-token-file") or "--join-token" in command \
+                or env.get("TRAINCTL_JOIN_TOKEN_FILE") or \
+                env.get("TRAINCTL_JOIN_TOKEN"):
+            problem("compose.yaml", f"{name} is given the join token")
+        if any(src == token_volume for src, _ in mounts.values()):
+            problem("compose.yaml", f"{name} mounts the join token's volume "
+                    f"{token_volume}")
         if any(src == state_volume for src, _ in mounts.values()):
             problem("compose.yaml", f"{name} mounts the coordinator's state "
                     f"volume {state_volume} (the CA key)")
-        if not flag(command, "--state-dir"):
+        state = flag(command, "--state-dir")
+        if not state:
             problem("compose.yaml", f"{name} has no --state-dir for its "
                     "certificate")
+        join = joins.get(f"join-{name}")
+        if join is None or not waits_for(worker, f"join-{name}"):
+            problem("compose.yaml", f"{name} does not wait for a one-shot "
+                    f"join-{name} service")
+            continue
+        jcommand = join.get("command", [])
+        jenv = join.get("environment", {})
+        jmounts = volume_mounts(join)
+        if "--join-only" not in jcommand:
+            problem("compose.yaml", f"join-{name} does not run --join-only")
+        for f in ("--name", "--slots", "--state-dir"):
+            if flag(jcommand, f) != flag(command, f):
+                problem("compose.yaml", f"join-{name} {f} is not {name}'s")
+        on_read_only_volume(f"join-{name}", "CA certificate",
+                            flag(jcommand, "--ca-cert") or
+                            jenv.get("TRAINCTL_CA_CERT"), jmounts)
+        on_read_only_volume(f"join-{name}", "join token file",
+                            flag(jcommand, "--join-token-file") or
+                            jenv.get("TRAINCTL_JOIN_TOKEN_FILE"), jmounts)
+        state_mount = [m for m in mounts if state and state.startswith(m)]
+        jstate_mount = [m for m in jmounts if state and state.startswith(m)]
+        if not state_mount or not jstate_mount or \
+                mounts[state_mount[0]][0] != jmounts[jstate_mount[0]][0]:
+            problem("compose.yaml", f"join-{name} does not write {name}'s "
+                    "state volume")
+
+
+def on_read_only_volume(name, what, path, mounts):
+    where = [m for m in mounts if path and path.startswith(m + "/")]
+    if not where or not mounts[where[0]][1]:
+        problem("compose.yaml", f"{name}: its {what} {path!r} is not on a "
+                "volume mounted read-only")
 
 
 check_dockerfile("Dockerfile.cpu")

@@ -15,9 +15,11 @@ Checks, one FAIL line per problem:
     liveness probes are HTTPS GETs of /healthz on its --http-listen port
     (the kubelet's grpc: probes cannot speak TLS), and its --san names
     cover the client Service and TRAINCTL_COORDINATOR's host;
-  * each worker's --ca-cert and --join-token-file are keys of a Secret
-    volume it mounts read-only (and can read: fsGroup or the mode), and
-    its --state-dir is a writable mount;
+  * the worker's join init container (--join-only) has --ca-cert and
+    --join-token-file from read-only Secret mounts and writes the worker's
+    --state-dir; the worker container itself never sees the join token;
+  * those files are keys of a Secret volume mounted read-only (and
+    readable: fsGroup or the mode), and the --state-dir is a writable mount;
   * the worker DaemonSet requests nvidia.com/gpu;
   * every configMapKeyRef and secret volume names an object (and key) here,
     and TRAINCTL_COORDINATOR names the client Service and its port;
@@ -90,7 +92,7 @@ def main():
         pod = w["spec"]["template"]["spec"]
         if not pod.get("securityContext", {}).get("runAsNonRoot"):
             problem(f"{name}: pod does not set runAsNonRoot")
-        for c in pod["containers"]:
+        for c in pod["containers"] + pod.get("initContainers", []):
             image = c.get("image", "")
             tag = image.rpartition(":")[2] if ":" in image else ""
             if not tag or tag == "latest":
@@ -166,6 +168,58 @@ def check_probes(name, container):
                         f"{ports}")
 
 
+def check_secret_file(who, container, pod, by_kind, flag):
+    """The flag names a key of a Secret the container mounts read-only and
+    can read; returns the volume it comes from, or None."""
+    args = container.get("args", [])
+    mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    path = flag_value(args, flag)
+    if not path:
+        problem(f"{who} has no {flag}")
+        return None
+    directory, _, key = path.rpartition("/")
+    mount = mounts.get(directory)
+    volume = volumes.get(mount["name"], {}) if mount else {}
+    secret = volume.get("secret")
+    if not secret or not mount.get("readOnly"):
+        problem(f"{who} {flag}={path} is not in a Secret volume mounted "
+                "read-only")
+        return None
+    data = by_kind.get("Secret", {}).get(secret["secretName"], {})
+    if key not in {**data.get("data", {}), **data.get("stringData", {})}:
+        problem(f"{who} {flag}={path}: Secret {secret['secretName']} has no "
+                f"key {key}")
+    items = secret.get("items")
+    if items is not None and key not in {i["path"] for i in items}:
+        problem(f"{who} {flag}={path}: the volume projects only "
+                f"{sorted(i['path'] for i in items)}")
+    mode = secret.get("defaultMode", 0o644)
+    context = pod.get("securityContext", {})
+    group_reads = mode & 0o040 and context.get("fsGroup") is not None
+    if not (mode & 0o004 or group_reads):
+        problem(f"{who} (uid {context.get('runAsUser')}) cannot read {path}: "
+                f"mode {mode:o} of a root-owned file, without an fsGroup and "
+                "group read")
+    return volume
+
+
+def exposed_secret_keys(container, pod, by_kind):
+    """Every Secret key a container can read through its mounts."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    keys = set()
+    for m in container.get("volumeMounts", []):
+        secret = volumes.get(m["name"], {}).get("secret")
+        if not secret:
+            continue
+        if secret.get("items") is not None:
+            keys |= {i["key"] for i in secret["items"]}
+        else:
+            data = by_kind.get("Secret", {}).get(secret["secretName"], {})
+            keys |= set(data.get("data", {})) | set(data.get("stringData", {}))
+    return keys
+
+
 def check_worker(ds, by_kind):
     pod = ds["spec"]["template"]["spec"]
     c = pod["containers"][0]
@@ -173,30 +227,38 @@ def check_worker(ds, by_kind):
     if "--insecure" in args:
         problem("trainctl-worker runs --insecure")
     mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-    volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    for flag in ("--ca-cert", "--join-token-file"):
-        path = flag_value(args, flag)
-        if not path:
-            problem(f"trainctl-worker has no {flag}")
-            continue
-        directory, _, key = path.rpartition("/")
-        mount = mounts.get(directory)
-        secret = volumes.get(mount["name"], {}).get("secret") if mount else None
-        if not secret or not mount.get("readOnly"):
-            problem(f"trainctl-worker {flag}={path} is not in a Secret volume "
-                    "mounted read-only")
-            continue
-        data = by_kind.get("Secret", {}).get(secret["secretName"], {})
-        if key not in {**data.get("data", {}), **data.get("stringData", {})}:
-            problem(f"trainctl-worker {flag}={path}: Secret "
-                    f"{secret['secretName']} has no key {key}")
-        mode = secret.get("defaultMode", 0o644)
-        context = pod.get("securityContext", {})
-        group_reads = mode & 0o040 and context.get("fsGroup") is not None
-        if not (mode & 0o004 or group_reads):
-            problem(f"trainctl-worker (uid {context.get('runAsUser')}) cannot "
-                    f"read {path}: mode {mode:o} of a root-owned file, without "
-                    "an fsGroup and group read")
+    check_secret_file("trainctl-worker", c, pod, by_kind, "--ca-cert")
+    # The join token is the join step's alone: the agent and its ranks (a
+    # job's code) never see it (security review C1).
+    if flag_value(args, "--join-token-file") or "--join-token" in args:
+        problem("trainctl-worker gets the join token; only its join init "
+                "container may")
+    if "join.token" in exposed_secret_keys(c, pod, by_kind):
+        problem("trainctl-worker mounts a Secret volume holding join.token")
+    joins = [i for i in pod.get("initContainers", [])
+             if "--join-only" in i.get("args", [])]
+    if len(joins) != 1:
+        problem("trainctl-worker needs one init container running "
+                "trainctl-worker --join-only")
+    else:
+        join = joins[0]
+        check_secret_file("the join init container", join, pod, by_kind,
+                          "--ca-cert")
+        check_secret_file("the join init container", join, pod, by_kind,
+                          "--join-token-file")
+        join_args = join.get("args", [])
+        for flag in ("--name", "--slots", "--state-dir"):
+            if flag_value(join_args, flag) != flag_value(args, flag):
+                problem(f"the join init container's {flag} "
+                        f"{flag_value(join_args, flag)!r} is not the worker's "
+                        f"{flag_value(args, flag)!r}")
+        join_mounts = {m["mountPath"]: m for m in join.get("volumeMounts", [])}
+        state = flag_value(join_args, "--state-dir")
+        if state not in join_mounts or join_mounts[state].get("readOnly") or \
+                state in mounts and \
+                join_mounts[state]["name"] != mounts[state]["name"]:
+            problem("the join init container does not write the worker's "
+                    "--state-dir volume")
     state = flag_value(args, "--state-dir")
     if state not in mounts or mounts[state].get("readOnly"):
         problem(f"trainctl-worker --state-dir {state!r} is not a writable "

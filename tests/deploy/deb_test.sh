@@ -50,6 +50,7 @@ for f in ./usr/bin/trainctl ./usr/bin/trainctl-coordinator \
     ./usr/bin/trainctl-worker \
     ./usr/lib/systemd/system/trainctl-coordinator.service \
     ./usr/lib/systemd/system/trainctl-worker.service \
+    ./usr/lib/systemd/system/trainctl-worker-join.service \
     ./usr/share/trainctl/examples/fashion-mnist-mlp.yaml \
     ./usr/share/doc/trainctl/deploy.md; do
   grep -qx -- "$f" <<< "$contents" || { echo "FAIL: .deb lacks $f" >&2; exit 1; }

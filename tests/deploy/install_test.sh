@@ -18,6 +18,7 @@ echo "ok: cmake --install in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 for f in bin/trainctl bin/trainctl-coordinator bin/trainctl-worker \
     lib/systemd/system/trainctl-coordinator.service \
     lib/systemd/system/trainctl-worker.service \
+    lib/systemd/system/trainctl-worker-join.service \
     share/trainctl/examples/fashion-mnist-mlp.yaml \
     share/trainctl/examples/trainctl-workers.sbatch \
     share/trainctl/examples/trainctl-worker.env \
@@ -33,7 +34,24 @@ for unit in trainctl-coordinator trainctl-worker; do
     exit 1
   fi
 done
-echo "ok: units run the installed binaries"
+join_line=$(grep '^ExecStart=' \
+  "$prefix/lib/systemd/system/trainctl-worker-join.service")
+if [[ "$join_line" != "ExecStart=$prefix/bin/trainctl-worker --join-only "* ]]; then
+  echo "FAIL: trainctl-worker-join.service: $join_line is not a --join-only run" >&2
+  exit 1
+fi
+# The join token is the join unit's alone: the agent and its jobs never
+# hold it (security review C1).
+if grep -qE '^LoadCredential=join|--join-token' \
+    "$prefix/lib/systemd/system/trainctl-worker.service"; then
+  echo "FAIL: trainctl-worker.service loads or passes the join token" >&2
+  exit 1
+fi
+grep -q '^Requires=trainctl-worker-join.service$' \
+    "$prefix/lib/systemd/system/trainctl-worker.service" || {
+  echo "FAIL: trainctl-worker.service does not require its join unit" >&2
+  exit 1; }
+echo "ok: units run the installed binaries; only the join unit has the token"
 
 # Run what was installed, from a directory far from the build tree; a
 # RUNPATH into the build tree would make it work here and fail elsewhere.

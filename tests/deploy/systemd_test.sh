@@ -22,7 +22,7 @@ units="$tmp/usr/lib/systemd/system"
 
 cd "$units"
 out=$(systemd-analyze verify ./trainctl-coordinator.service \
-        ./trainctl-worker.service 2>&1) || true
+        ./trainctl-worker.service ./trainctl-worker-join.service 2>&1) || true
 if grep -q "trainctl" <<< "$out"; then
   echo "FAIL: systemd-analyze verify:" >&2
   echo "$out" >&2
@@ -31,7 +31,7 @@ fi
 echo "ok: systemd-analyze verify (systemd $(systemd-analyze --version | head -n 1 | cut -d' ' -f2))"
 
 # --threshold is in tenths: 20 is an exposure of 2.0.
-for spec in trainctl-coordinator:20 trainctl-worker:40; do
+for spec in trainctl-coordinator:20 trainctl-worker:40 trainctl-worker-join:20; do
   unit="${spec%%:*}.service" limit="${spec##*:}"
   if ! systemd-analyze security --help 2>&1 | grep -q -- --offline; then
     echo "note: this systemd-analyze has no security --offline; exposure not scored"
