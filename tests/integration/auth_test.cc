@@ -46,16 +46,8 @@ class AuthTest : public ::testing::Test {
     cluster_ = nullptr;
   }
 
-  // `trainctl-coordinator add-user NAME`: the token it prints.
   static std::string AddUser(const std::string& name) {
-    const std::string out = cluster_->dir() + "/add-user-" + name;
-    Process add({std::string(TRAINCTL_BIN_DIR) + "/trainctl-coordinator",
-                 "add-user", name, "--state-dir", cluster_->state_dir()},
-                out);
-    EXPECT_EQ(add.Wait(seconds(30)), 0) << Slurp(out);
-    const std::string text = Slurp(out);
-    const size_t at = text.find("tcu_");
-    return at == std::string::npos ? "" : text.substr(at, 4 + 64);
+    return cluster_->AddUser(name);
   }
 
   static std::unique_ptr<v1::Jobs::Stub> JobsAs(const std::string& token) {

@@ -48,21 +48,6 @@ std::string Spec(const std::string& checkpoints) {
          "fault_tolerance: {max_restarts: 2}\n";
 }
 
-// What a watcher has been shown so far (the stream is cut after a moment).
-std::vector<v1::JobEvent> EventsSoFar(LocalCluster& cluster,
-                                      const std::string& id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(1500));
-  v1::WatchJobRequest req;
-  req.set_job_id(id);
-  auto reader = cluster.jobs().WatchJob(&ctx, req);
-  std::vector<v1::JobEvent> events;
-  v1::JobEvent event;
-  while (reader->Read(&event)) events.push_back(event);
-  reader->Finish().IgnoreError();
-  return events;
-}
 
 std::vector<std::string> CheckpointFiles(const std::string& dir) {
   std::vector<std::string> files;
@@ -122,7 +107,8 @@ TEST_P(CoordinatorCrashTest, NoRankDiesNoEventIsReusedAndTheCatalogMatchesTheDis
   }
   v1::Job before = cluster.WaitForJob(job.id(), moment, seconds(300));
   ASSERT_EQ(before.state(), v1::JOB_STATE_RUNNING) << before.reason();
-  const std::vector<v1::JobEvent> shown = EventsSoFar(cluster, job.id());
+  const std::vector<v1::JobEvent> shown =
+      cluster.EventsSoFar(job.id(), std::chrono::milliseconds(1500));
   ASSERT_FALSE(shown.empty());
 
   cluster.KillCoordinator();

@@ -17,21 +17,6 @@ namespace {
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-// The events of a job that may not be final: whatever arrives within `wait`.
-std::vector<v1::JobEvent> EventsSoFar(LocalCluster& cluster,
-                                      const std::string& id,
-                                      std::chrono::milliseconds wait) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + wait);
-  v1::WatchJobRequest req;
-  req.set_job_id(id);
-  auto reader = cluster.jobs().WatchJob(&ctx, req);
-  std::vector<v1::JobEvent> events;
-  v1::JobEvent event;
-  while (reader->Read(&event)) events.push_back(event);
-  reader->Finish();  // DEADLINE_EXCEEDED is the expected end here
-  return events;
-}
 
 // Field by field: serialized bytes may differ in map order.
 bool Same(const google::protobuf::Message& a,
@@ -63,7 +48,7 @@ TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
   const std::vector<v1::JobEvent> done_events = cluster.Events(done.id());
   ASSERT_GT(done_events.size(), 3u);  // transitions, metrics and logs
   const std::vector<v1::JobEvent> queued_events =
-      EventsSoFar(cluster, queued.id(), std::chrono::milliseconds(500));
+      cluster.EventsSoFar(queued.id(), std::chrono::milliseconds(500));
   ASSERT_EQ(queued_events.size(), 1u);
 
   cluster.KillCoordinator();
@@ -77,7 +62,7 @@ TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
   EXPECT_EQ(queued_after.created_unix_ms(), queued.created_unix_ms());
   EXPECT_TRUE(SameList(queued_after.transitions(), queued.transitions()));
   EXPECT_TRUE(SameList(
-      EventsSoFar(cluster, queued.id(), std::chrono::milliseconds(500)),
+      cluster.EventsSoFar(queued.id(), std::chrono::milliseconds(500)),
       queued_events));
 
   // Ids continue; the new job waits behind the queued one (FIFO).

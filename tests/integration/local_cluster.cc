@@ -309,6 +309,31 @@ std::vector<v1::JobEvent> LocalCluster::Events(const std::string& id) {
   return events;
 }
 
+std::vector<v1::JobEvent> LocalCluster::EventsSoFar(
+    const std::string& id, std::chrono::milliseconds wait) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + wait);
+  v1::WatchJobRequest req;
+  req.set_job_id(id);
+  auto reader = stub_->WatchJob(&ctx, req);
+  std::vector<v1::JobEvent> events;
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.push_back(event);
+  reader->Finish().IgnoreError();  // DEADLINE_EXCEEDED is the expected end
+  return events;
+}
+
+std::string LocalCluster::AddUser(const std::string& name) {
+  const std::string out = dir_ + "/add-user-" + name;
+  Process add({std::string(TRAINCTL_BIN_DIR) + "/trainctl-coordinator",
+               "add-user", name, "--state-dir", options_.state_dir},
+              out);
+  EXPECT_EQ(add.Wait(std::chrono::seconds(30)), 0) << ReadFile(out);
+  const std::string text = ReadFile(out);
+  const size_t at = text.find("tcu_");
+  return at == std::string::npos ? "" : text.substr(at, 4 + 64);
+}
+
 bool LocalCluster::WaitForWorkers(int count, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -115,6 +115,13 @@ class LocalCluster {
                      std::chrono::seconds timeout);
   // Every event of the job, replayed from the start (job must be final).
   std::vector<v1::JobEvent> Events(const std::string& id);
+  // The events of a job that may not be final: what a watcher is shown
+  // within `wait`.
+  std::vector<v1::JobEvent> EventsSoFar(const std::string& id,
+                                        std::chrono::milliseconds wait);
+  // `trainctl-coordinator add-user NAME` on the state directory: the new
+  // person's token (empty, with a test failure, when it did not work).
+  std::string AddUser(const std::string& name);
   // Blocks until `count` workers are registered (bounded).
   bool WaitForWorkers(int count, std::chrono::seconds timeout);
 
