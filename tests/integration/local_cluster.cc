@@ -296,21 +296,22 @@ v1::Job LocalCluster::WaitForJob(
 }
 
 std::vector<v1::JobEvent> LocalCluster::Events(const std::string& id) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  v1::WatchJobRequest req;
-  req.set_job_id(id);
-  auto reader = stub_->WatchJob(&ctx, req);
-  std::vector<v1::JobEvent> events;
-  v1::JobEvent event;
-  while (reader->Read(&event)) events.push_back(event);
-  grpc::Status s = reader->Finish();
-  EXPECT_TRUE(s.ok()) << s.error_message();
+  grpc::Status status;
+  std::vector<v1::JobEvent> events =
+      ReadEvents(id, std::chrono::seconds(30), &status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
   return events;
 }
 
 std::vector<v1::JobEvent> LocalCluster::EventsSoFar(
     const std::string& id, std::chrono::milliseconds wait) {
+  grpc::Status status;  // DEADLINE_EXCEEDED is the expected end here
+  return ReadEvents(id, wait, &status);
+}
+
+std::vector<v1::JobEvent> LocalCluster::ReadEvents(
+    const std::string& id, std::chrono::milliseconds wait,
+    grpc::Status* status) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + wait);
   v1::WatchJobRequest req;
@@ -319,7 +320,7 @@ std::vector<v1::JobEvent> LocalCluster::EventsSoFar(
   std::vector<v1::JobEvent> events;
   v1::JobEvent event;
   while (reader->Read(&event)) events.push_back(event);
-  reader->Finish().IgnoreError();  // DEADLINE_EXCEEDED is the expected end
+  *status = reader->Finish();
   return events;
 }
 

@@ -126,6 +126,10 @@ class LocalCluster {
   bool WaitForWorkers(int count, std::chrono::seconds timeout);
 
  private:
+  // WatchJob from seq 1 until it ends or `wait` passes.
+  std::vector<v1::JobEvent> ReadEvents(const std::string& id,
+                                       std::chrono::milliseconds wait,
+                                       grpc::Status* status);
   // Starts the coordinator listening on `listen`; sets address_ and stub_.
   bool StartCoordinator(const std::string& listen);
 

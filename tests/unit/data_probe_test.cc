@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/temp_dir_test.h"
 #include "tests/unit/leak_check.h"
 #include "worker/agent/data_probe_handler.h"
 
@@ -28,22 +29,8 @@ using leak_check::FileBytesIn;
 using leak_check::kSecret;
 using ::testing::HasSubstr;
 
-class DataProbeTest : public ::testing::Test {
+class DataProbeTest : public trainctl::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "data_probe.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
-
   // An IDX header for `count` samples (images: 2x2 each) and its payload.
   std::string WriteIdx(const std::string& name, bool images, uint32_t count,
                        bool gzip) {
@@ -71,7 +58,6 @@ class DataProbeTest : public ::testing::Test {
     return d;
   }
 
-  std::string dir_;
 };
 
 std::string ErrorOf(const v1::DataSpec& data, const DataProbeLimits& limits = {}) {

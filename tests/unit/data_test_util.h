@@ -14,26 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/temp_dir_test.h"
 #include "worker/train/data/dataset.h"
 
 namespace trainctl::train::data_testing {
 
-class DataTest : public ::testing::Test {
+class DataTest : public trainctl::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "data_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Write(const std::string& name, const std::string& bytes) {
-    const std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
-
   // An IDX file of unsigned bytes (magic 0x08, `dims.size()` dimensions).
   std::string WriteIdx(const std::string& name, const std::vector<int>& dims,
                        const std::vector<uint8_t>& payload, bool gzip) {
@@ -63,7 +50,6 @@ class DataTest : public ::testing::Test {
     return spec;
   }
 
-  std::string dir_;
 };
 
 inline torch::Tensor I64(std::vector<int64_t> v) {

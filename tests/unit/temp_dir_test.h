@@ -1,0 +1,36 @@
+#pragma once
+
+// A fixture whose tests each get a fresh temporary directory for the files
+// they write, removed afterwards. Torch-free.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace trainctl::testing {
+
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "trainctl_test.XXXXXX")
+            .string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Writes `bytes` to dir_/name; returns the path.
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+}  // namespace trainctl::testing
