@@ -235,6 +235,18 @@ class JobManager {
   int64_t next_probe_ = 1;                      // GUARDED_BY(mu_)
   // Per rank: a flood of log lines or metric points is cut to these rates
   // (far above what training prints), and the cut is said in the log.
+  // What one job may keep of log lines and metric points over its whole
+  // life: the rate limits bound a second, this bounds a week-long job (and
+  // the memory and SQLite file behind every watcher's replay).
+  struct EventBudget {
+    int64_t log_bytes = 0;
+    int64_t metric_points = 0;
+    bool logs_cut = false, metrics_cut = false;  // said so in the job's log
+  };
+  // False once the job's log lines (or metric points) are over budget; the
+  // first time, says so in the job's log.
+  bool WithinBudgetLocked(v1::Job& job, int rank, int64_t log_bytes);
+  std::map<std::string, EventBudget> budgets_;  // GUARDED_BY(mu_)
   ReportLimiter log_limiter_{1000, 10'000};    // GUARDED_BY(mu_)
   ReportLimiter metric_limiter_{1000, 10'000};  // GUARDED_BY(mu_)
 };

@@ -43,10 +43,12 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
     *job.mutable_latest_train() = point;
   }
   MarkDirtyLocked(job.id());
-  v1::JobEvent event;
-  event.set_time_unix_ms(point.time_unix_ms());
-  *event.mutable_metric() = point;
-  RecordEventLocked(job.id(), std::move(event));
+  if (WithinBudgetLocked(job, point.rank(), /*log_bytes=*/-1)) {
+    v1::JobEvent event;
+    event.set_time_unix_ms(point.time_unix_ms());
+    *event.mutable_metric() = point;
+    RecordEventLocked(job.id(), std::move(event));
+  }
   SaveLocked().IgnoreError();
   return absl::OkStatus();
 }
@@ -71,6 +73,11 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   if (rate.dropped_before > 0) {
     RecordDroppedLocked(job, log.line().rank(), rate.dropped_before, "log lines");
   }
+  if (!WithinBudgetLocked(job, log.line().rank(),
+                          static_cast<int64_t>(log.line().text().size()))) {
+    SaveLocked().IgnoreError();  // the note that the log is cut, if new
+    return absl::OkStatus();
+  }
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
   *event.mutable_log() = log.line();
@@ -82,6 +89,46 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   RecordEventLocked(job.id(), std::move(event));
   SaveLocked().IgnoreError();
   return absl::OkStatus();
+}
+
+namespace {
+
+// Per job, over its whole life (JobManager::EventBudget).
+constexpr int64_t kMaxLogBytesPerJob = int64_t{64} << 20;
+constexpr int64_t kMaxMetricPointsPerJob = 2'000'000;
+
+}  // namespace
+
+bool JobManager::WithinBudgetLocked(v1::Job& job, int rank,
+                                    int64_t log_bytes) {
+  EventBudget& budget = budgets_[job.id()];
+  const bool is_log = log_bytes >= 0;
+  if (is_log) {
+    budget.log_bytes += log_bytes;
+    if (budget.log_bytes <= kMaxLogBytesPerJob) return true;
+  } else {
+    if (++budget.metric_points <= kMaxMetricPointsPerJob) return true;
+  }
+  bool& said = is_log ? budget.logs_cut : budget.metrics_cut;
+  if (!said) {
+    said = true;
+    v1::JobEvent event;
+    event.set_time_unix_ms(clock_.NowUnixMs());
+    v1::LogLine* line = event.mutable_log();
+    line->set_rank(rank);
+    line->set_stream("stderr");
+    line->set_time_unix_ms(event.time_unix_ms());
+    line->set_text(
+        is_log ? absl::StrCat("[trainctl] the job's log passed ",
+                              kMaxLogBytesPerJob >> 20,
+                              " MiB: later log lines are not kept")
+               : absl::StrCat("[trainctl] the job passed ",
+                              kMaxMetricPointsPerJob,
+                              " metric points: later points are not kept "
+                              "(status still shows the latest)"));
+    RecordEventLocked(job.id(), std::move(event));
+  }
+  return false;
 }
 
 void JobManager::RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,

@@ -46,6 +46,7 @@ absl::Status JobManager::DeleteLocked(const std::string& job_id) {
   jobs_.erase(job_id);
   order_.erase(std::find(order_.begin(), order_.end(), job_id));
   dirty_.erase(job_id);
+  budgets_.erase(job_id);
   events_.Forget(job_id);
   return absl::OkStatus();
 }

@@ -28,10 +28,28 @@ absl::Status JobManager::Recover() {
     for (StoredJob& stored : state.jobs) {
       const std::string id = stored.job.id();
       const bool is_final = IsFinal(stored.job.state());
+      EventBudget& budget = budgets_[id];  // what the job already used
+      for (const v1::JobEvent& e : stored.events) {
+        if (e.has_log()) budget.log_bytes += e.log().text().size();
+        if (e.has_metric()) ++budget.metric_points;
+      }
       RETURN_IF_ERROR(events_.Restore(id, std::move(stored.events), is_final));
       const v1::JobState job_state = stored.job.state();
       jobs_[id] = std::move(stored.job);
       order_.push_back(id);
+      if (IsFinal(job_state)) {
+        // Their exits, if any came, are lost with the old process; a
+        // restarted agent's re-sent exit is no longer accepted.
+        for (v1::RankInfo& rank : *jobs_[id].mutable_ranks()) {
+          if (rank.state() == v1::RANK_STATE_ASSIGNED ||
+              rank.state() == v1::RANK_STATE_RUNNING) {
+            rank.set_state(v1::RANK_STATE_LOST);
+            rank.set_message(
+                "the coordinator restarted before this rank's exit was heard");
+            MarkDirtyLocked(id);
+          }
+        }
+      }
       if (job_state == v1::JOB_STATE_QUEUED) {
         queue_.push_back(id);
         ++queued;

@@ -1,5 +1,7 @@
 #include "coordinator/auth/cluster_files.h"
 
+#include "coordinator/auth/dir_lock.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -47,23 +49,6 @@ absl::Status WritePrivate(const std::string& path, const std::string& text) {
   options.keep_owner = true;
   return WriteFileAtomically(path, text, options);
 }
-
-// Holds an exclusive lock on `dir`/.lock while alive, so two writers of the
-// token file (add-user runs, an admin's editor aside) never lose a line.
-class DirLock {
- public:
-  explicit DirLock(const std::string& dir)
-      : fd_(open((dir + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    if (fd_ >= 0) flock(fd_, LOCK_EX);
-  }
-  ~DirLock() {
-    if (fd_ >= 0) close(fd_);  // releases the lock
-  }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
 
 std::string HostName() {
   char name[256] = {};

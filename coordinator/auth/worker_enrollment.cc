@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/atomic_file.h"
+#include "coordinator/auth/dir_lock.h"
 
 namespace trainctl::coordinator::auth {
 namespace {
@@ -45,12 +46,18 @@ absl::Status WriteRecord(const std::string& path, const std::vector<Line>& lines
   return WriteFileAtomically(path, text, options);
 }
 
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 }  // namespace
 
 absl::Status WorkerEnrollment::Admit(const std::string& name,
                                      const std::string& fingerprint,
                                      int slots) {
   std::lock_guard<std::mutex> lock(mu_);
+  const DirLock file_lock(DirOf(path_));  // forget-worker edits it too
   absl::StatusOr<std::vector<Line>> lines = ReadRecord(path_);
   if (!lines.ok()) return lines.status();
   for (Line& l : *lines) {
@@ -83,6 +90,8 @@ absl::StatusOr<int> WorkerEnrollment::EnrolledSlots(const std::string& name) {
 
 absl::Status ForgetWorker(const std::string& state_dir, const std::string& name) {
   const std::string path = state_dir + "/auth/workers";
+  // The running coordinator may be admitting a worker at the same moment.
+  const DirLock file_lock(state_dir + "/auth");
   absl::StatusOr<std::vector<Line>> lines = ReadRecord(path);
   if (!lines.ok()) return lines.status();
   std::vector<Line> kept;

@@ -421,5 +421,43 @@ TEST(SpecNameTest, ControlCharactersAreRefused) {
               HasSubstr("name: must not contain control characters"));
 }
 
+TEST_F(JobManagerTest, AJobsLogIsBoundedOverItsLife) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(Spec(1), false);
+  const std::string line(16 * 1024, 'x');
+  for (int64_t seq = 1; seq <= 4200; ++seq) {  // 66 MiB, within the rate burst
+    v1::RankLog log;
+    log.set_job_id(job.id());
+    log.set_generation(1);
+    log.set_seq(seq);
+    log.mutable_line()->set_text(line);
+    ASSERT_TRUE(jobs_.OnRankLog("w1", log).ok());
+  }
+  int64_t kept_bytes = 0;
+  int said = 0;
+  for (const v1::JobEvent& e : Events(job.id())) {
+    if (!e.has_log()) continue;
+    if (e.log().text().rfind("[trainctl] the job's log passed", 0) == 0) {
+      ++said;
+    } else {
+      kept_bytes += static_cast<int64_t>(e.log().text().size());
+    }
+  }
+  EXPECT_EQ(said, 1);
+  EXPECT_LE(kept_bytes, int64_t{64} << 20);
+  EXPECT_GT(kept_bytes, int64_t{63} << 20);
+}
+
+TEST_F(JobManagerTest, AfterARestartRanksOfFinishedJobsAreNotShownRunning) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(Spec(1), false);
+  ASSERT_TRUE(jobs_.Cancel(job.id(), "").ok());  // its exit never arrives
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+  EXPECT_EQ(restarted.Get(job.id())->ranks(0).state(), v1::RANK_STATE_LOST);
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator
