@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -219,9 +220,25 @@ void Connection::MakeBlocking(int64_t timeout_ms) {
   setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
-bool Connection::WriteAll(const std::string& bytes) {
+namespace {
+
+int64_t MonotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool Connection::WriteAll(const std::string& bytes, int64_t deadline_ms) {
   size_t sent = 0;
   while (sent < bytes.size()) {
+    // A client that reads a byte every few seconds never trips the
+    // per-send timeout; the whole response has a deadline too.
+    if (deadline_ms > 0 && MonotonicMs() > deadline_ms) {
+      broken_ = true;
+      return false;
+    }
     if (ssl_ != nullptr) {
       ERR_clear_error();
       const int n = SSL_write(ssl_, bytes.data() + sent,

@@ -83,8 +83,9 @@ class Connection {
   // `timeout_ms`, so a client that stops reading holds a thread for at most
   // that long per write.
   void MakeBlocking(int64_t timeout_ms);
-  // Writes all of `bytes`; false when the client left or a write timed out.
-  bool WriteAll(const std::string& bytes);
+  // Writes all of `bytes`; false when the client left, a write timed out,
+  // or (deadline_ms > 0) the steady clock passed deadline_ms before the end.
+  bool WriteAll(const std::string& bytes, int64_t deadline_ms = 0);
   // Ends TLS (close_notify, not waiting for the client's), ends the sending
   // side and closes the socket. Idempotent.
   void Close();

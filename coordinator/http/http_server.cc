@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -137,6 +138,7 @@ absl::StatusOr<int> HttpServer::Start(const std::string& listen) {
     BlockSigpipeInThisThread();
     PollLoop();
   });
+  handler_threads_.emplace_back([this] { PriorityLoop(); });
   for (int i = 0; i < options_.handler_threads; ++i) {
     handler_threads_.emplace_back([this] {
       BlockSigpipeInThisThread();
@@ -154,10 +156,12 @@ void HttpServer::Shutdown() {
     stopping_ = true;
   }
   work_ready_.notify_all();
+  priority_ready_.notify_all();
   (void)!write(wake_pipe_[1], "x", 1);
   poll_thread_.join();
   for (auto& t : handler_threads_) t.join();
   queue_.clear();  // closes their connections
+  priority_queue_.clear();
   close(wake_pipe_[0]);
   close(wake_pipe_[1]);
 }
@@ -294,15 +298,39 @@ void HttpServer::LogHandshakeFailure(const Connection& conn) {
 }
 
 void HttpServer::Enqueue(Work work) {
+  const bool priority =
+      work.error_status == 0 &&
+      std::find(options_.priority_paths.begin(), options_.priority_paths.end(),
+                work.request.path) != options_.priority_paths.end();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.size() < options_.max_queued) {
-      queue_.push_back(std::move(work));
-      work_ready_.notify_one();
+    std::deque<Work>& queue = priority ? priority_queue_ : queue_;
+    if (queue.size() < options_.max_queued) {
+      queue.push_back(std::move(work));
+      if (priority) {
+        priority_ready_.notify_one();
+      } else {
+        work_ready_.notify_one();
+      }
       return;
     }
   }
   SendErrorBestEffort(work.conn, 503);
+}
+
+void HttpServer::PriorityLoop() {
+  for (;;) {
+    Work work;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      priority_ready_.wait(
+          lock, [this] { return stopping_ || !priority_queue_.empty(); });
+      if (stopping_) return;
+      work = std::move(priority_queue_.front());
+      priority_queue_.pop_front();
+    }
+    Serve(work);
+  }
 }
 
 void HttpServer::HandlerLoop() {
@@ -339,7 +367,8 @@ void HttpServer::Serve(Work& work) {
   // Blocking writes bounded by SO_SNDTIMEO: a client that stops reading
   // holds this thread for at most write_timeout_ms per send.
   work.conn.MakeBlocking(options_.write_timeout_ms);
-  work.conn.WriteAll(bytes);  // false: the client left; nothing to do
+  // false: the client left or was too slow; nothing to do
+  work.conn.WriteAll(bytes, NowMs() + options_.response_timeout_ms);
   work.conn.Close();
 }
 

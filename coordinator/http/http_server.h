@@ -43,6 +43,12 @@ struct HttpServerOptions {
   // To finish the TLS handshake and send the whole request head.
   int64_t head_timeout_ms = 10'000;
   int64_t write_timeout_ms = 10'000;  // per send() of the response
+  // For a whole response: a client reading a byte every few seconds frees
+  // the handler thread after this long.
+  int64_t response_timeout_ms = 30'000;
+  // Served by a thread of their own, never queued behind the handler
+  // threads (the Kubernetes probes' /healthz).
+  std::vector<std::string> priority_paths = {"/healthz"};
   // PEM certificate chain (the server's first) and private key; with both
   // the port serves HTTPS only. Both empty (the default): plain HTTP.
   std::string tls_cert_file;
@@ -78,6 +84,7 @@ class HttpServer {
 
   void PollLoop();
   void HandlerLoop();
+  void PriorityLoop();  // serves priority_queue_ only
   void Serve(Work& work);
   // For a full queue: answers 503 from the poll thread, without blocking.
   void Enqueue(Work work);
@@ -97,11 +104,13 @@ class HttpServer {
 
   std::mutex mu_;
   std::condition_variable work_ready_;
-  std::deque<Work> queue_;  // GUARDED_BY(mu_)
+  std::condition_variable priority_ready_;
+  std::deque<Work> queue_;           // GUARDED_BY(mu_)
+  std::deque<Work> priority_queue_;  // GUARDED_BY(mu_)
   bool stopping_ = false;   // GUARDED_BY(mu_)
 
   std::thread poll_thread_;
-  std::vector<std::thread> handler_threads_;
+  std::vector<std::thread> handler_threads_;  // the last: priority paths
 };
 
 }  // namespace trainctl::coordinator::http

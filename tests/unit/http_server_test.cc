@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <mutex>
+#include <condition_variable>
 
 #include "coordinator/http/http_request.h"
 #include "coordinator/http/http_server.h"
@@ -258,6 +260,47 @@ TEST(HttpServerLimits, OneClientCannotTakeEveryConnection) {
   EXPECT_EQ(ReadAll(other, milliseconds(5000)).rfind("HTTP/1.1 200 ", 0), 0u);
   close(other);
   for (int fd : idle) close(fd);
+}
+
+// /healthz (the kubelet's probe) has a thread of its own: it is answered
+// while every handler thread is busy with slow requests.
+TEST(HttpServerLimits, HealthzIsAnsweredWhileEveryHandlerIsBusy) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int busy = 0;
+  HttpServerOptions options;
+  options.handler_threads = 1;
+  HttpServer server(
+      [&](const HttpRequest& r) {
+        if (r.path == "/slow") {
+          std::unique_lock<std::mutex> lock(mu);
+          ++busy;
+          cv.notify_all();
+          cv.wait(lock, [&] { return release; });
+        }
+        return HttpResponse{200, "text/plain", "ok " + r.path, {}};
+      },
+      options);
+  absl::StatusOr<int> port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const int slow = Connect(*port);
+  const std::string request = "GET /slow HTTP/1.1\r\n\r\n";
+  send(slow, request.data(), request.size(), MSG_NOSIGNAL);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, milliseconds(5000), [&] { return busy == 1; }));
+  }
+  const std::string health = Exchange(*port, "GET /healthz HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(health.rfind("HTTP/1.1 200 ", 0), 0u) << health;
+  EXPECT_NE(health.find("ok /healthz"), std::string::npos);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(ReadAll(slow, milliseconds(5000)).rfind("HTTP/1.1 200 ", 0), 0u);
+  close(slow);
 }
 
 }  // namespace
