@@ -408,6 +408,7 @@ void JobManager::StartJobLocked(v1::Job& job,
                     job.resume_from().step());
   }
   TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
+  rendezvous_.ExpectWorld({job.id(), job.generation()}, job.world_size());
   for (auto& [name, message] : per_worker) {
     *message.mutable_assign()->mutable_spec() = job.spec();  // once per worker
     outbox->push_back({registry_.Find(name)->link, std::move(message)});

@@ -77,6 +77,7 @@ absl::Status JobManager::Recover() {
       }
       job.clear_progress();
       MarkDirtyLocked(id);
+      rendezvous_.ExpectWorld({id, job.generation()}, job.world_size());
       reattach_deadline_ms_[id] = deadline;
       ++interrupted;
     }

@@ -1,5 +1,6 @@
 #include "coordinator/rendezvous.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -74,14 +75,47 @@ absl::Status Rendezvous::Set(const Scope& scope, const std::string& key,
   return absl::OkStatus();
 }
 
+void Rendezvous::ExpectWorld(const Scope& scope, int world_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_waiters_[scope] = 2 * std::max(world_size, 1) + 16;
+}
+
+int Rendezvous::Waiters(const Scope& scope) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiters_.find(scope);
+  return it == waiters_.end() ? 0 : it->second;
+}
+
+absl::Status Rendezvous::AddWaiterLocked(const Scope& scope) {
+  auto limit = max_waiters_.find(scope);
+  const int most =
+      limit == max_waiters_.end() ? kDefaultMaxWaiters : limit->second;
+  int& waiting = waiters_[scope];
+  if (waiting >= most) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the rendezvous of ", Describe(scope), " already has ", waiting,
+        " calls waiting, the most its world size allows"));
+  }
+  ++waiting;
+  return absl::OkStatus();
+}
+
+void Rendezvous::RemoveWaiterLocked(const Scope& scope) {
+  auto it = waiters_.find(scope);
+  if (it != waiters_.end() && --it->second <= 0) waiters_.erase(it);
+}
+
 absl::StatusOr<std::string> Rendezvous::Get(const Scope& scope,
                                             const std::string& key,
                                             int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
+  if (absl::Status room = AddWaiterLocked(scope); !room.ok()) return room;
   const bool found = changed_.wait_until(lock, Deadline(timeout_ms), [&] {
     return shutdown_ || !CheckOpenLocked(scope).ok() ||
            AllPresentLocked(scope, {key});
   });
+  RemoveWaiterLocked(scope);
   if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
   if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
   if (!found) {
@@ -151,10 +185,13 @@ absl::Status Rendezvous::Wait(const Scope& scope,
                               const std::vector<std::string>& keys,
                               int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
+  if (absl::Status room = AddWaiterLocked(scope); !room.ok()) return room;
   const bool found = changed_.wait_until(lock, Deadline(timeout_ms), [&] {
     return shutdown_ || !CheckOpenLocked(scope).ok() ||
            AllPresentLocked(scope, keys);
   });
+  RemoveWaiterLocked(scope);
   if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
   if (absl::Status open = CheckOpenLocked(scope); !open.ok()) return open;
   if (found) return absl::OkStatus();
@@ -194,6 +231,11 @@ void Rendezvous::EndGeneration(const std::string& job_id, int generation) {
     for (auto it = data_.begin(); it != data_.end();) {
       it = it->first.job_id == job_id && it->first.generation < below
                ? data_.erase(it)
+               : std::next(it);
+    }
+    for (auto it = max_waiters_.begin(); it != max_waiters_.end();) {
+      it = it->first.job_id == job_id && it->first.generation < below
+               ? max_waiters_.erase(it)
                : std::next(it);
     }
   }

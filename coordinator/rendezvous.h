@@ -56,6 +56,16 @@ class Rendezvous {
   bool Delete(const Scope& scope, const std::string& key);
   int64_t NumKeys(const Scope& scope);
 
+  // The generation's world size, from the coordinator that started it:
+  // Get and Wait calls waiting at once on its scope are capped at
+  // 2 x world_size + 16 (RESOURCE_EXHAUSTED beyond), kDefaultMaxWaiters
+  // while unknown. Each waiting call holds a server thread, so a key holder
+  // cannot take them all.
+  void ExpectWorld(const Scope& scope, int world_size);
+  // Calls now waiting in Get or Wait on the scope.
+  int Waiters(const Scope& scope);
+  static constexpr int kDefaultMaxWaiters = 64;
+
   // Forgets the job's generations up to `generation` and closes them;
   // blocked waiters on them return at once.
   void EndGeneration(const std::string& job_id, int generation);
@@ -80,7 +90,14 @@ class Rendezvous {
 
   std::mutex mu_;
   std::condition_variable changed_;
+  // RESOURCE_EXHAUSTED when the scope has its most waiters already; else
+  // counts one more until the returned guard is released.
+  absl::Status AddWaiterLocked(const Scope& scope);
+  void RemoveWaiterLocked(const Scope& scope);
+
   std::map<Scope, Keys> data_;  // GUARDED_BY(mu_)
+  std::map<Scope, int> waiters_;      // GUARDED_BY(mu_)
+  std::map<Scope, int> max_waiters_;  // GUARDED_BY(mu_)
   // Per job, the generations below this one are closed. GUARDED_BY(mu_)
   std::map<std::string, int64_t> closed_below_;
   bool shutdown_ = false;  // GUARDED_BY(mu_)

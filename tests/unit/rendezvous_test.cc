@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <chrono>
+#include <vector>
+#include <thread>
 
 namespace trainctl::coordinator {
 namespace {
@@ -118,6 +121,36 @@ TEST(RendezvousTest, ShutdownReleasesWaiters) {
                             [&] { return r.Wait(kGen1, {"never"}, 600'000); });
   r.Shutdown();
   EXPECT_EQ(pending.get().code(), absl::StatusCode::kUnavailable);
+}
+
+// Each waiting call holds a server thread: a generation's key holder may
+// keep only as many waiting as its world size needs.
+TEST(RendezvousTest, WaitingCallsAreBoundedByTheWorldSize) {
+  Rendezvous r;
+  r.ExpectWorld(kGen1, 2);  // 2 x 2 + 16 = 20
+  std::vector<std::future<absl::Status>> waiting;
+  for (int i = 0; i < 20; ++i) {
+    waiting.push_back(std::async(std::launch::async, [&r] {
+      return r.Wait(kGen1, {"never"}, 600'000);
+    }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (r.Waiters(kGen1) < 20 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(r.Waiters(kGen1), 20);
+  absl::Status refused = r.Wait(kGen1, {"never"}, 600'000);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.Get(kGen1, "never", 600'000).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Another generation has room of its own.
+  EXPECT_EQ(r.Wait(kGen2, {"never"}, 0).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  r.EndGeneration("job-1", 1);  // releases them all
+  for (auto& w : waiting) {
+    EXPECT_EQ(w.get().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(r.Waiters(kGen1), 0);
 }
 
 }  // namespace
