@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
                "workers, serves rendezvous and streams metrics."};
   app.set_version_flag("--version", kVersionText);
   app.footer(
-      "\nServes trainctl.v1.{Jobs,Workers,Rendezvous}, gRPC reflection and "
-      "grpc.health.v1.Health on --listen; with --http-listen, Prometheus "
+      "\nServes trainctl.v1.{Jobs,Workers,Rendezvous} and grpc.health.v1.Health "
+      "(and gRPC reflection with --reflection) on --listen; with "
+      "--http-listen, Prometheus "
       "/metrics, /healthz and a web dashboard (docs/observability.md).");
   app.add_option("--listen", options.listen,
                  "HOST:PORT to serve gRPC on; port 0 picks a free port")
@@ -143,12 +144,13 @@ int main(int argc, char** argv) {
       {"allow", TorchScriptPolicy::kAllow},
       {"admins", TorchScriptPolicy::kAdmins},
       {"refuse", TorchScriptPolicy::kRefuse}};
-  app.add_option("--torchscript", options.torchscript,
+  std::string torchscript = "allow";
+  app.add_option("--torchscript", torchscript,
                  "who may submit model type torchscript, whose model is code "
                  "that runs as the worker's user: allow (everyone), admins, "
                  "refuse")
-      ->transform(CLI::CheckedTransformer(torchscript_policies))
-      ->default_str("allow");
+      ->capture_default_str()
+      ->check(CLI::IsMember({"allow", "admins", "refuse"}));
   app.add_option("--keep-finished-jobs", options.keep_finished_jobs,
                  "finished jobs kept, newest first; older ones are deleted "
                  "(0: no limit)")
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
   forget->add_option("name", forget_name, "the worker's name")->required();
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
+  options.torchscript = torchscript_policies.at(torchscript);
   if (init->parsed() || add_user->parsed() || forget->parsed()) {
     if (options.state_dir.empty()) {
       fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");

@@ -147,20 +147,28 @@ TEST(RankProcessTest, DiesWithTheAgentProcess) {
   kill(agent, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(agent, &status, 0), agent);
+  // Normally the orphaned rank comes to this subreaper and is reaped here;
+  // when it is not our child (ECHILD), it is enough that it is gone.
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
-  pid_t reaped = 0;
-  while (reaped == 0 && std::chrono::steady_clock::now() < deadline) {
-    reaped = waitpid(rank, &status, WNOHANG);
-    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool reaped = false, gone = false;
+  while (!reaped && !gone && std::chrono::steady_clock::now() < deadline) {
+    const pid_t r = waitpid(rank, &status, WNOHANG);
+    reaped = r == rank;
+    gone = r < 0 && errno == ECHILD && kill(rank, 0) != 0 && errno == ESRCH;
+    if (!reaped && !gone) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
-  if (reaped == 0) kill(rank, SIGKILL);
+  if (!reaped && !gone) kill(rank, SIGKILL);
   prctl(PR_SET_CHILD_SUBREAPER, 0);
-  ASSERT_EQ(reaped, rank) << "the rank outlived the agent process";
+  ASSERT_TRUE(reaped || gone) << "the rank outlived the agent process";
   // Killed by the parent-death signal, or, when the agent died before the
   // child armed it, by the child's own check right after (exit 127).
-  EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
-              (WIFEXITED(status) && WEXITSTATUS(status) == 127))
-      << "status " << status;
+  if (reaped) {
+    EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) == 127))
+        << "status " << status;
+  }
 }
 
 // Security review H1: raw bytes in LogLine.text / RankStatus.message made
