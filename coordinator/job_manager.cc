@@ -6,8 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
-#include "common/rank_exit.h"
-#include "common/utf8_sanitize.h"
 #include "common/spec.h"
 #include "coordinator/job_state.h"
 #include "coordinator/resume_check.h"
@@ -232,85 +230,6 @@ void JobManager::CheckLeases() {
   }
   for (auto& link : expired_links) link->Disconnect();
   Deliver(outbox);
-}
-
-absl::Status JobManager::OnRankStatus(const std::string& worker,
-                                      const v1::RankStatus& status) {
-  Outbox outbox;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    absl::Status owner = CheckRankOwnerLocked(worker, status.job_id(),
-                                              status.generation(),
-                                              status.rank());
-    if (!owner.ok()) return owner;
-    v1::Job& job = *FindLocked(status.job_id());
-    const bool current = status.generation() == job.generation() &&
-                         job.state() == v1::JOB_STATE_RUNNING;
-    v1::RankInfo* rank = job.mutable_ranks(status.rank());
-    if (status.running()) {
-      if (current && rank->state() != v1::RANK_STATE_RUNNING) {
-        rank->set_state(v1::RANK_STATE_RUNNING);
-        rank->set_pid(status.pid());
-        MarkDirtyLocked(job.id());
-        SaveLocked().IgnoreError();
-      }
-      return absl::OkStatus();
-    }
-    registry_.Release(worker, {status.job_id(), status.generation(),
-                               status.rank()});
-    if (status.generation() == job.generation()) {
-      for (int i = 0; i < job.progress_size(); ++i) {
-        if (job.progress(i).rank() == status.rank()) {
-          job.mutable_progress()->DeleteSubrange(i, 1);
-          break;
-        }
-      }
-    }
-    // Whatever the agent sent (RankStatus.message is bytes): valid UTF-8
-    // and bounded before it reaches reasons, logs and clients.
-    const std::string message =
-        EscapeControlCharacters(SanitizeUtf8(status.message(), 4096));
-    if (status.generation() == job.generation()) {
-      // Also after the job ended or its generation was given up: `status`
-      // and the dashboard show how each rank of the last generation ended.
-      rank->set_state(v1::RANK_STATE_EXITED);
-      rank->set_exit_code(status.exit_code());
-      rank->set_message(message);
-      MarkDirtyLocked(job.id());
-    }
-    const bool config_error = status.exit_code() == kRankExitConfigError;
-    if (config_error && status.generation() == job.generation() &&
-        !IsFinal(job.state())) {
-      // Deterministic: every restart would fail the same way. Also when a
-      // peer's exit already turned the generation into a restart.
-      EndJobLocked(job, v1::JOB_STATE_FAILED,
-                   absl::StrCat("rank ", status.rank(), " on worker ", worker,
-                                " failed on the job's configuration or data "
-                                "(not retried): ",
-                                message.empty() ? "no message" : message),
-                   &outbox);
-    } else if (current) {
-      if (status.exit_code() != 0) {
-        std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
-                                       worker, " exited with code ",
-                                       status.exit_code());
-        if (!message.empty()) absl::StrAppend(&why, ": ", message);
-        EndGenerationLocked(job, why, /*counted=*/true, &outbox);
-      } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
-                             [](const v1::RankInfo& r) {
-                               return r.state() == v1::RANK_STATE_EXITED;
-                             })) {
-        EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
-                     absl::StrCat("all ", job.ranks_size(),
-                                  " ranks finished"),
-                     &outbox);
-      }
-    }
-    ScheduleLocked(&outbox);  // a slot came free
-    SaveLocked().IgnoreError();
-  }
-  Deliver(outbox);
-  return absl::OkStatus();
 }
 
 v1::Job* JobManager::FindLocked(const std::string& job_id) {

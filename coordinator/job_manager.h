@@ -196,6 +196,8 @@ class JobManager {
   // Says in the job's log that `dropped` reports of `rank` were cut.
   void RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,
                            const char* what);
+  // A line of the coordinator's own in the job's log, as from `rank`.
+  void RecordNoteLocked(v1::Job& job, int rank, const std::string& text);
   // Appends to the EventHub and queues the stamped event for the store.
   void RecordEventLocked(const std::string& job_id, v1::JobEvent event);
   void MarkDirtyLocked(const std::string& job_id) { dirty_.insert(job_id); }

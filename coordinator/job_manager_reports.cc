@@ -1,14 +1,96 @@
-// JobManager's intake of what ranks report through their agents: metrics
-// and log lines (numbered, so re-sends after a reconnect are dropped) and
-// progress for hang detection.
+// JobManager's intake of what ranks report through their agents: their
+// starts and exits, metrics and log lines (numbered, so re-sends after a
+// reconnect are dropped; bounded per job) and progress for hang detection.
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/hang_detector.h"
+#include "common/rank_exit.h"
 #include "common/utf8_sanitize.h"
+#include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
 
 namespace trainctl::coordinator {
+
+absl::Status JobManager::OnRankStatus(const std::string& worker,
+                                      const v1::RankStatus& status) {
+  Outbox outbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Status owner = CheckRankOwnerLocked(worker, status.job_id(),
+                                              status.generation(),
+                                              status.rank());
+    if (!owner.ok()) return owner;
+    v1::Job& job = *FindLocked(status.job_id());
+    const bool current = status.generation() == job.generation() &&
+                         job.state() == v1::JOB_STATE_RUNNING;
+    v1::RankInfo* rank = job.mutable_ranks(status.rank());
+    if (status.running()) {
+      if (current && rank->state() != v1::RANK_STATE_RUNNING) {
+        rank->set_state(v1::RANK_STATE_RUNNING);
+        rank->set_pid(status.pid());
+        MarkDirtyLocked(job.id());
+        SaveLocked().IgnoreError();
+      }
+      return absl::OkStatus();
+    }
+    registry_.Release(worker, {status.job_id(), status.generation(),
+                               status.rank()});
+    if (status.generation() == job.generation()) {
+      for (int i = 0; i < job.progress_size(); ++i) {
+        if (job.progress(i).rank() == status.rank()) {
+          job.mutable_progress()->DeleteSubrange(i, 1);
+          break;
+        }
+      }
+    }
+    // Whatever the agent sent (RankStatus.message is bytes): valid UTF-8
+    // and bounded before it reaches reasons, logs and clients.
+    const std::string message =
+        EscapeControlCharacters(SanitizeUtf8(status.message(), 4096));
+    if (status.generation() == job.generation()) {
+      // Also after the job ended or its generation was given up: `status`
+      // and the dashboard show how each rank of the last generation ended.
+      rank->set_state(v1::RANK_STATE_EXITED);
+      rank->set_exit_code(status.exit_code());
+      rank->set_message(message);
+      MarkDirtyLocked(job.id());
+    }
+    const bool config_error = status.exit_code() == kRankExitConfigError;
+    if (config_error && status.generation() == job.generation() &&
+        !IsFinal(job.state())) {
+      // Deterministic: every restart would fail the same way. Also when a
+      // peer's exit already turned the generation into a restart.
+      EndJobLocked(job, v1::JOB_STATE_FAILED,
+                   absl::StrCat("rank ", status.rank(), " on worker ", worker,
+                                " failed on the job's configuration or data "
+                                "(not retried): ",
+                                message.empty() ? "no message" : message),
+                   &outbox);
+    } else if (current) {
+      if (status.exit_code() != 0) {
+        std::string why = absl::StrCat("rank ", status.rank(), " on worker ",
+                                       worker, " exited with code ",
+                                       status.exit_code());
+        if (!message.empty()) absl::StrAppend(&why, ": ", message);
+        EndGenerationLocked(job, why, /*counted=*/true, &outbox);
+      } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
+                             [](const v1::RankInfo& r) {
+                               return r.state() == v1::RANK_STATE_EXITED;
+                             })) {
+        EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
+                     absl::StrCat("all ", job.ranks_size(),
+                                  " ranks finished"),
+                     &outbox);
+      }
+    }
+    ScheduleLocked(&outbox);  // a slot came free
+    SaveLocked().IgnoreError();
+  }
+  Deliver(outbox);
+  return absl::OkStatus();
+}
 
 absl::Status JobManager::OnRankMetrics(const std::string& worker,
                                        const v1::RankMetrics& metrics) {
@@ -112,13 +194,8 @@ bool JobManager::WithinBudgetLocked(v1::Job& job, int rank,
   bool& said = is_log ? budget.logs_cut : budget.metrics_cut;
   if (!said) {
     said = true;
-    v1::JobEvent event;
-    event.set_time_unix_ms(clock_.NowUnixMs());
-    v1::LogLine* line = event.mutable_log();
-    line->set_rank(rank);
-    line->set_stream("stderr");
-    line->set_time_unix_ms(event.time_unix_ms());
-    line->set_text(
+    RecordNoteLocked(
+        job, rank,
         is_log ? absl::StrCat("[trainctl] the job's log passed ",
                               kMaxLogBytesPerJob >> 20,
                               " MiB: later log lines are not kept")
@@ -126,22 +203,27 @@ bool JobManager::WithinBudgetLocked(v1::Job& job, int rank,
                               kMaxMetricPointsPerJob,
                               " metric points: later points are not kept "
                               "(status still shows the latest)"));
-    RecordEventLocked(job.id(), std::move(event));
   }
   return false;
 }
 
 void JobManager::RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,
                                      const char* what) {
+  RecordNoteLocked(
+      job, rank,
+      absl::StrCat("[trainctl] dropped ", dropped, " ", what, " of rank ",
+                   rank, ": more than 1000 a second (the per-rank limit)"));
+}
+
+void JobManager::RecordNoteLocked(v1::Job& job, int rank,
+                                  const std::string& text) {
   v1::JobEvent event;
   event.set_time_unix_ms(clock_.NowUnixMs());
   v1::LogLine* line = event.mutable_log();
   line->set_rank(rank);
   line->set_stream("stderr");
   line->set_time_unix_ms(event.time_unix_ms());
-  line->set_text(absl::StrCat("[trainctl] dropped ", dropped, " ", what,
-                              " of rank ", rank,
-                              ": more than 1000 a second (the per-rank limit)"));
+  line->set_text(text);
   RecordEventLocked(job.id(), std::move(event));
 }
 
