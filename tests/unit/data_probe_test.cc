@@ -41,12 +41,7 @@ class DataProbeTest : public trainctl::testing::TempDirTest {
       for (int s = 24; s >= 0; s -= 8) bytes.push_back(char((d >> s) & 0xff));
     }
     bytes.append(count * (images ? 4 : 1), '\1');
-    if (!gzip) return Write(name, bytes);
-    const std::string path = dir_ + "/" + name;
-    gzFile f = gzopen(path.c_str(), "wb");
-    EXPECT_EQ(gzwrite(f, bytes.data(), bytes.size()), int(bytes.size()));
-    gzclose(f);
-    return path;
+    return Write(name, bytes, gzip);
   }
 
   static v1::DataSpec Data(const std::string& format) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -23,10 +24,18 @@ class TempDirTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Writes `bytes` to dir_/name; returns the path.
-  std::string Write(const std::string& name, const std::string& bytes) {
+  // Writes `bytes` to dir_/name, gzip-compressed when asked; returns the
+  // path.
+  std::string Write(const std::string& name, const std::string& bytes,
+                    bool gzip = false) {
     const std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << bytes;
+    if (!gzip) {
+      std::ofstream(path, std::ios::binary) << bytes;
+      return path;
+    }
+    gzFile f = gzopen(path.c_str(), "wb");
+    EXPECT_EQ(gzwrite(f, bytes.data(), bytes.size()), int(bytes.size()));
+    gzclose(f);
     return path;
   }
 
