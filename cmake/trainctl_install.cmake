@@ -12,6 +12,13 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
 install(TARGETS trainctl trainctl-coordinator trainctl-worker
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# A worker built against a LibTorch outside the system's folders (a PyTorch
+# wheel, a LibTorch archive) finds it there once installed too; torch's own
+# libraries find CUDA's and NCCL's through their RUNPATH.
+if(NOT TRAINCTL_TORCH_PREFIX STREQUAL "/usr")
+  set_target_properties(trainctl-worker PROPERTIES
+                        INSTALL_RPATH "${TRAINCTL_TORCH_PREFIX}/lib")
+endif()
 
 # The units name their binary by absolute path, which is only known at
 # install time: `cmake --install --prefix P` and cpack (which installs with
@@ -46,6 +53,13 @@ install(FILES README.md docs/architecture.md docs/cli.md docs/deploy.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # ---- cpack: one .deb, depending on the Debian 12 runtime packages --------
+# Only with Debian's LibTorch: a worker linked against a pip wheel depends on
+# a venv no package provides.
+if(NOT TRAINCTL_TORCH_PREFIX STREQUAL "/usr")
+  message(STATUS "trainctl: LibTorch from ${TRAINCTL_TORCH_PREFIX}: no .deb "
+                 "(cpack) for this build; the Debian package needs Debian's")
+  return()
+endif()
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME trainctl)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})

@@ -57,7 +57,7 @@ echo "ok: units run the installed binaries; only the join unit has the token"
 # RUNPATH into the build tree would make it work here and fail elsewhere.
 cd "$tmp"
 for p in trainctl trainctl-coordinator trainctl-worker; do
-  if readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' | grep -q "${TRAINCTL_BUILD_DIR:?}"; then
+  if readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' | grep -q "${TRAINCTL_BUILD_DIR:?}/"; then
     echo "FAIL: installed $p has an RPATH into the build tree" >&2; exit 1
   fi
   "$prefix/bin/$p" --help > "$tmp/help" || { echo "FAIL: $p --help" >&2; exit 1; }
