@@ -10,7 +10,6 @@
 // ring all-reduce); the memory copy moves the bytes once.
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -20,12 +19,16 @@
 #include <future>
 #include <vector>
 
-#include "worker/train/grad_buckets.h"
 #include "bench/rank_malloc.h"
+#include "worker/train/collective_group.h"
+#include "worker/train/grad_buckets.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using trainctl::train::GroupOptions;
+using trainctl::train::GroupPtr;
+using trainctl::train::MakeGlooGroup;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -38,11 +41,9 @@ struct RankTimes {
 
 RankTimes RunRank(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                   int world, int64_t elements, int repeats) {
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(
-      c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world,
-                                                           options);
+  GroupOptions options;
+  options.gloo_threads = 2;  // Gloo's default
+  GroupPtr group = MakeGlooGroup(store, rank, world, options);
   RankTimes times;
   // Raw: one flat tensor, one collective.
   torch::Tensor flat = torch::ones({elements});
@@ -68,9 +69,9 @@ RankTimes RunRank(const c10::intrusive_ptr<c10d::Store>& store, int rank,
     group->barrier()->wait();
     const auto start = Clock::now();
     buckets.SetSyncing(true);
-    buckets.SetLoss(1.0);
+    buckets.SetLoss(torch::ones({1}));
     loss.backward();
-    buckets.Finish(nullptr);
+    buckets.Finish();
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     if (i > 0) times.bucketed.push_back(s);
   }

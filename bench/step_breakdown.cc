@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -24,14 +23,18 @@
 #include <string>
 #include <vector>
 
-#include "common/spec.h"
-#include "worker/train/grad_buckets.h"
 #include "bench/rank_malloc.h"
+#include "common/spec.h"
+#include "worker/train/collective_group.h"
+#include "worker/train/grad_buckets.h"
 #include "worker/train/models/model.h"
 #include "worker/train/trainer.h"
 
 namespace {
 
+using trainctl::train::GroupOptions;
+using trainctl::train::GroupPtr;
+using trainctl::train::MakeGlooGroup;
 using trainctl::train::RankContext;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
@@ -51,13 +54,12 @@ trainctl::v1::JobSpec Spec(const std::string& model, int ranks, int steps) {
   return *spec;
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> Group(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+GroupPtr Group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+               int world) {
   if (world == 1) return {};
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(
-      c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+  GroupOptions options;
+  options.gloo_threads = 2;  // Gloo's default, as the DDP peer runs it
+  return MakeGlooGroup(store, rank, world, options);
 }
 
 using RankFn = std::function<std::vector<double>(
@@ -190,12 +192,14 @@ std::pair<double, double> ExposedAndTotal(const std::string& model, int steps) {
       buckets.ZeroGrad();
       auto loss = torch::nn::functional::cross_entropy(net->Forward(x), y);
       buckets.SetSyncing(overlap);
-      buckets.SetLoss(loss.item<double>());
+      buckets.SetLoss(loss.detach().reshape({1}));
       loss.backward();
       if (!overlap) buckets.SetSyncing(true);  // launch everything now
-      double waited = 0;
-      buckets.Finish(&waited);
-      out.push_back(waited);
+      const auto wait_start = std::chrono::steady_clock::now();
+      buckets.Finish();
+      out.push_back(std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - wait_start)
+                        .count());
     }
     return out;
   });

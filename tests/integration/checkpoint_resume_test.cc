@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +15,7 @@
 #include <mutex>
 
 #include "common/spec.h"
+#include "worker/train/collective_group.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {
@@ -71,11 +71,7 @@ class CheckpointResumeTest : public ::testing::Test {
           written_.push_back(c);
         };
         if (world > 1) {
-          auto options = c10d::ProcessGroupGloo::Options::create();
-          options->devices.push_back(
-              c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-          ctx.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-              store, rank, world, options);
+          ctx.group = MakeGlooGroup(store, rank, world, {});
         }
         absl::StatusOr<TrainResult> result = Train(spec, ctx);
         EXPECT_TRUE(result.ok()) << result.status();

@@ -18,11 +18,11 @@
 #include <limits>
 #include <mutex>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/atomic_file.h"
 #include "common/spec.h"
 #include "tests/unit/tensorboard_reader.h"
+#include "worker/train/collective_group.h"
 #include "worker/train/grad_sync.h"
 #include "worker/train/rank_spread.h"
 #include "worker/train/trainer.h"
@@ -39,13 +39,9 @@ const char* const kRankValues[] = {
     "loss",       "step_ms", "samples_per_sec", "data_ms",
     "compute_ms", "comm_ms", "optimizer_ms"};
 
-c10::intrusive_ptr<c10d::ProcessGroup> GlooGroup(
-    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(
-      c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world,
-                                                     options);
+GroupPtr GlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                   int world) {
+  return MakeGlooGroup(store, rank, world, {});
 }
 
 // Three ranks with known values, one of them without a value (NaN).

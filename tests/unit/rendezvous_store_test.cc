@@ -2,16 +2,16 @@
 // ephemeral loopback port, and a real Gloo process group rendezvousing
 // through it with ranks as threads.
 
+#include "common/clock.h"
+#include "worker/train/collective_group.h"
 #include "worker/train/rendezvous_store.h"
 
 #include <gtest/gtest.h>
 #include <grpcpp/create_channel.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
 #include <future>
 
-#include "common/clock.h"
 #include "coordinator/coordinator_server.h"
 
 namespace trainctl::train {
@@ -89,13 +89,12 @@ TEST_F(RendezvousStoreTest, GlooRanksRendezvousAndAllReduce) {
   std::vector<std::future<std::vector<float>>> ranks;
   for (int rank = 0; rank < kWorld; ++rank) {
     ranks.push_back(std::async(std::launch::async, [this, rank] {
-      auto options = c10d::ProcessGroupGloo::Options::create(milliseconds(30'000));
-      options->devices.push_back(
-          c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      c10d::ProcessGroupGloo group(Store(1, milliseconds(30'000)), rank,
-                                   kWorld, options);
+      GroupOptions options;
+      options.timeout = milliseconds(30'000);
+      GroupPtr group =
+          MakeGlooGroup(Store(1, milliseconds(30'000)), rank, kWorld, options);
       std::vector<torch::Tensor> t{torch::full({4}, float(rank + 1))};
-      group.allreduce(t)->wait();
+      group->allreduce(t)->wait();
       return std::vector<float>(t[0].data_ptr<float>(),
                                 t[0].data_ptr<float>() + 4);
     }));

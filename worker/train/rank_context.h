@@ -1,6 +1,5 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
 #include <functional>
@@ -12,6 +11,7 @@
 #include "worker/train/data/dataset.h"
 #include "worker/train/fault_hooks.h"
 #include "worker/train/progress.h"
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 
@@ -23,7 +23,7 @@ struct RankContext {
   int rank = 0;
   int world_size = 1;
   // Null when world_size is 1: a single rank needs no collectives.
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  GroupPtr group;
   torch::Device device = torch::kCPU;
   // Receives metric points (rank 0 reports the job-wide ones).
   std::function<void(const v1::MetricPoint&)> report;

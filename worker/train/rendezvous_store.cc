@@ -31,6 +31,12 @@ RendezvousStore::RendezvousStore(
   scope_.set_generation(generation);
 }
 
+c10::intrusive_ptr<c10d::Store> RendezvousStore::clone() {
+  return c10::make_intrusive<RendezvousStore>(stub_, scope_.job_id(),
+                                              scope_.generation(), key_,
+                                              getTimeout());
+}
+
 std::unique_ptr<grpc::ClientContext> RendezvousStore::Context(
     int64_t wait_ms) const {
   auto ctx = std::make_unique<grpc::ClientContext>();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "trainctl/v1/rendezvous.grpc.pb.h"
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 
@@ -20,6 +21,9 @@ class RendezvousStore : public c10d::Store {
                   std::string job_id, int generation, std::string key,
                   std::chrono::milliseconds timeout);
 
+  // Another store on the same stub, scope and key (c10d hands one to each
+  // thread that needs its own).
+  c10::intrusive_ptr<c10d::Store> clone() TRAINCTL_STORE_CLONE_OVERRIDE;
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> compareSet(
       const std::string& key, const std::vector<uint8_t>& expected,

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "worker/train/torch_compat.h"
+
 namespace trainctl::train {
 
 namespace F = torch::nn::functional;
@@ -74,6 +76,7 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerSizes& s,
   fc1_ = register_module("fc1", torch::nn::Linear(s.d_model, s.d_ff));
   fc2_ = register_module("fc2", torch::nn::Linear(s.d_ff, s.d_model));
   dropout_ = register_module("dropout", torch::nn::Dropout(s.dropout));
+  dropout_p_ = s.dropout;
 }
 
 torch::Tensor TransformerBlockImpl::forward(torch::Tensor x) {
@@ -83,14 +86,9 @@ torch::Tensor TransformerBlockImpl::forward(torch::Tensor x) {
   auto q = qkv.select(2, 0).transpose(1, 2);  // [B, H, T, hd]
   auto k = qkv.select(2, 1).transpose(1, 2);
   auto v = qkv.select(2, 2).transpose(1, 2);
-  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(hd));
-  if (causal_) {
-    auto mask = torch::ones({t, t}, torch::dtype(torch::kBool).device(x.device()))
-                    .triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  }
-  auto attn = dropout_->forward(torch::softmax(scores, -1));
-  auto y = torch::matmul(attn, v).transpose(1, 2).reshape({b, t, c});
+  auto y = ScaledDotProductAttention(q, k, v, causal_, dropout_p_, is_training())
+               .transpose(1, 2)
+               .reshape({b, t, c});
   x = x + dropout_->forward(proj_->forward(y));
   auto h = fc2_->forward(F::gelu(fc1_->forward(ln2_->forward(x))));
   return x + dropout_->forward(h);

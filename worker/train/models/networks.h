@@ -62,6 +62,7 @@ class TransformerBlockImpl : public torch::nn::Module {
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   torch::nn::Linear qkv_{nullptr}, proj_{nullptr}, fc1_{nullptr}, fc2_{nullptr};
   torch::nn::Dropout dropout_{nullptr};
+  double dropout_p_ = 0;  // also on the attention weights
   int64_t heads_;
   bool causal_;
 };

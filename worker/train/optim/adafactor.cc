@@ -4,6 +4,8 @@
 #include <cmath>
 #include <utility>
 
+#include "worker/train/torch_compat.h"
+
 namespace trainctl::train {
 namespace {
 
@@ -47,7 +49,7 @@ torch::Tensor Adafactor::step(LossClosure closure) {
       TORCH_CHECK(!g.is_sparse(), "Adafactor does not support sparse gradients");
       const bool factored = p.dim() >= 2;
 
-      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const OptimizerStateKey key = StateKeyOf(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         auto s = std::make_unique<AdafactorParamState>();

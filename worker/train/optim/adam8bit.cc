@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "worker/train/optim/blockwise_quant.h"
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 namespace {
@@ -51,7 +52,7 @@ torch::Tensor Adam8bit::step(LossClosure closure) {
                   "Adam8bit does not support sparse gradients");
       torch::Tensor g = p.grad().reshape(-1).to(torch::kFloat32);
 
-      auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const OptimizerStateKey key = StateKeyOf(p);
       auto it = state_.find(key);
       if (it == state_.end()) {
         it = state_.emplace(key, std::make_unique<Adam8bitParamState>()).first;

@@ -7,15 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "worker/train/optim/adafactor.h"
 #include "worker/train/optim/adam8bit.h"
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 namespace {
 
 namespace optim = torch::optim;
 
-std::string StateKey(const torch::Tensor& param) {
-  return c10::guts::to_string(param.unsafeGetTensorImpl());
-}
+OptimizerStateKey StateKey(const torch::Tensor& param) { return StateKeyOf(param); }
 
 // Named fields of each state type: one table drives export and import.
 template <typename State>
