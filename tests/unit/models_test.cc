@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/spec.h"
+#include "worker/train/autocast_scope.h"
 
 namespace trainctl::train {
 namespace {
@@ -75,14 +76,21 @@ TEST(ModelsTest, GptIsCausal) {
   EXPECT_FALSE(torch::allclose(la.narrow(1, 8, 4), lb.narrow(1, 8, 4)));
 }
 
-// Gradients with and without checkpointing, same seed, same batch.
+// Gradients with and without checkpointing, same seed, same batch; the
+// forward under autocast at `precision`, as the training loop runs it (the
+// backward, with its recompute, outside the scope).
 std::vector<torch::Tensor> Gradients(const std::string& yaml,
                                      const DataInfo& info,
-                                     const torch::Tensor& x) {
+                                     const torch::Tensor& x,
+                                     const std::string& precision) {
   auto model = Build(Spec(yaml), info);
   model->SetTraining(true);
-  torch::Tensor out = model->Forward(x);
-  out.pow(2).mean().backward();
+  torch::Tensor loss;
+  {
+    AutocastScope autocast(precision, torch::kCPU);
+    loss = model->Forward(x).to(torch::kFloat32).pow(2).mean();
+  }
+  loss.backward();
   std::vector<torch::Tensor> grads;
   for (const auto& p : model->Parameters()) {
     EXPECT_TRUE(p.grad().defined());
@@ -92,10 +100,11 @@ std::vector<torch::Tensor> Gradients(const std::string& yaml,
 }
 
 void ExpectSameGradients(const std::string& base, const DataInfo& info,
-                         const torch::Tensor& x) {
-  auto plain = Gradients(base, info, x);
-  auto checkpointed =
-      Gradients(base + "training: {gradient_checkpointing: true}\n", info, x);
+                         const torch::Tensor& x,
+                         const std::string& precision = "fp32") {
+  auto plain = Gradients(base, info, x, precision);
+  auto checkpointed = Gradients(
+      base + "training: {gradient_checkpointing: true}\n", info, x, precision);
   ASSERT_EQ(plain.size(), checkpointed.size());
   for (size_t i = 0; i < plain.size(); ++i) {
     const double scale = plain[i].abs().max().item<double>() + 1e-12;
@@ -123,6 +132,18 @@ TEST(ModelsTest, GradientCheckpointingReplaysDropoutRandomness) {
       std::string("model: {type: gpt, d_model: 32, n_layers: 2, dropout: 0.3}\n") +
           kText,
       Tokens(12, 256), torch::randint(256, {8, 12}));
+}
+
+// The recompute runs in backward, after the forward's autocast scope has
+// closed: it must re-enter it, or it computes the block in fp32 and the
+// gradients belong to another forward.
+TEST(ModelsTest, GradientCheckpointingRecomputesUnderTheForwardsAutocast) {
+  ExpectSameGradients(
+      std::string("model: {type: gpt, d_model: 32, n_layers: 2, dropout: 0.2}\n") +
+          kText,
+      Tokens(12, 256), torch::randint(256, {8, 12}), "bf16");
+  ExpectSameGradients(std::string("model: {type: mlp, hidden: [64, 32]}\n") + kIdx,
+                      Images(), torch::rand({8, 1, 28, 28}), "bf16");
 }
 
 TEST(ModelsTest, RejectsModelsThatDoNotFitTheData) {

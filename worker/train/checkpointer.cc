@@ -58,7 +58,7 @@ absl::StatusOr<std::optional<TrainingCursor>> Checkpointer::Resume(
   if (ctx_.resume_path.empty()) return std::nullopt;
   absl::StatusOr<std::string> mine = std::string();
   if (ctx_.rank == 0) mine = ReadWholeFile(ctx_.resume_path);
-  absl::StatusOr<std::string> bytes = BroadcastBytes(ctx_.group, ctx_.rank, mine);
+  absl::StatusOr<std::string> bytes = BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine);
   if (!bytes.ok()) {
     return absl::Status(bytes.status().code(),
                         absl::StrCat("resume from ", ctx_.resume_path, ": ",

@@ -17,7 +17,7 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
     Fault fault;
     fault.kind = std::string(kind_args[0]);
     if (fault.kind != "hang" && fault.kind != "exit" &&
-        fault.kind != "crash_in_checkpoint") {
+        fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient") {
       return absl::InvalidArgumentError(
           absl::StrCat("TRAINCTL_FAULT: unknown kind '", fault.kind, "'"));
     }

@@ -18,6 +18,9 @@ namespace trainctl::train {
 //   exit                 the rank exits with code 3 before step S
 //   crash_in_checkpoint  the rank dies halfway through writing the
 //                        checkpoint of step S
+//   inf_gradient         the gradients of step S come out non-finite (the
+//                        loss is scaled by inf before backward, as an fp16
+//                        overflow would leave them)
 // generation defaults to 1, so a restarted generation runs clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line
 // "STEP SAMPLE_ID..." to DIR/<job>-g<generation>-r<rank>.samples.

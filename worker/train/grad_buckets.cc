@@ -4,7 +4,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <chrono>
 
 namespace trainctl::train {
 namespace {
@@ -15,7 +14,7 @@ constexpr int64_t kFirstBucketBytes = 1 << 20;
 }  // namespace
 
 GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
-                                 c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                 GroupPtr group,
                                  int world_size, int64_t bucket_bytes)
     : params_(std::move(params)),
       group_(std::move(group)),
@@ -80,7 +79,8 @@ void GradientBuckets::ZeroGrad() {
 
 void GradientBuckets::SetSyncing(bool syncing) {
   std::lock_guard<std::mutex> lock(mu_);
-  syncing_ = syncing && group_ && world_size_ > 1;
+  // With a group even at world size 1 (the GPU tests run NCCL so).
+  syncing_ = syncing && group_;
   std::fill(ready_.begin(), ready_.end(), 0);
   for (auto& bucket : buckets_) {
     bucket.ready_prefix = 0;
@@ -90,9 +90,10 @@ void GradientBuckets::SetSyncing(bool syncing) {
   next_launch_ = 0;
 }
 
-void GradientBuckets::SetLoss(double local_loss) {
+void GradientBuckets::SetLoss(const torch::Tensor& local_loss) {
+  torch::NoGradGuard no_grad;
   Bucket& last = buckets_.back();
-  last.buffer[last.buffer.numel() - 1] = local_loss;
+  last.buffer.narrow(0, last.buffer.numel() - 1, 1).copy_(local_loss.reshape({1}));
 }
 
 void GradientBuckets::OnGradientReady(int param) {
@@ -137,15 +138,14 @@ void GradientBuckets::LaunchReadyLocked(bool flush) {
   }
 }
 
-double GradientBuckets::Finish(double* exposed_seconds) {
-  const auto start = std::chrono::steady_clock::now();
+torch::Tensor GradientBuckets::Finish() {
   Bucket& last = buckets_.back();
+  const auto loss = [&last] {
+    return last.buffer.narrow(0, last.buffer.numel() - 1, 1).clone();
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!syncing_) {
-      if (exposed_seconds) *exposed_seconds = 0;
-      return last.buffer[last.buffer.numel() - 1].item<double>();
-    }
+    if (!syncing_) return loss();
     // Parameters that got no gradient this step never fired their hook.
     LaunchReadyLocked(/*flush=*/true);
   }
@@ -156,12 +156,7 @@ double GradientBuckets::Finish(double* exposed_seconds) {
     std::lock_guard<std::mutex> lock(mu_);
     syncing_ = false;
   }
-  if (exposed_seconds) {
-    *exposed_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-  }
-  return last.buffer[last.buffer.numel() - 1].item<double>();
+  return loss();
 }
 
 }  // namespace trainctl::train

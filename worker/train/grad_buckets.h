@@ -1,12 +1,13 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 
@@ -38,7 +39,7 @@ namespace trainctl::train {
 class GradientBuckets {
  public:
   GradientBuckets(std::vector<torch::Tensor> params,
-                  c10::intrusive_ptr<c10d::ProcessGroup> group, int world_size,
+                  GroupPtr group, int world_size,
                   int64_t bucket_bytes);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
@@ -48,13 +49,14 @@ class GradientBuckets {
   // Whether the coming backward should launch collectives (false on the
   // non-final micro-batches of gradient accumulation, and for local SGD).
   void SetSyncing(bool syncing);
-  // The local loss to average along with the gradients.
-  void SetLoss(double local_loss);
+  // The local loss (a one-element tensor on the parameters' device, so
+  // that setting it costs no copy to the host) to average with the
+  // gradients.
+  void SetLoss(const torch::Tensor& local_loss);
   // Launches buckets not launched yet (unused parameters), waits for all,
-  // and returns the mean loss over the ranks. Also returns, through
-  // `exposed_seconds`, the time spent waiting here (communication that
-  // backward did not hide).
-  double Finish(double* exposed_seconds);
+  // and returns the mean loss over the ranks, still on the device. The
+  // time spent here is the communication backward did not hide.
+  torch::Tensor Finish();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   int64_t bucket_elements(int i) const { return buckets_[i].buffer.numel(); }
@@ -75,7 +77,7 @@ class GradientBuckets {
   void LaunchChunkLocked(Bucket& bucket, int64_t end);
 
   std::vector<torch::Tensor> params_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  GroupPtr group_;
   int world_size_;
   std::vector<Bucket> buckets_;
   // Keeps the AccumulateGrad nodes (and so the hooks) alive.

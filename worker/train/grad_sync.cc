@@ -1,12 +1,11 @@
 #include "worker/train/grad_sync.h"
 
-#include <cmath>
 #include <cstring>
 
 namespace trainctl::train {
 
 RankCollectives::RankCollectives(std::vector<torch::Tensor> params,
-                           c10::intrusive_ptr<c10d::ProcessGroup> group,
+                           GroupPtr group,
                            int world_size)
     : params_(std::move(params)),
       group_(std::move(group)),
@@ -17,14 +16,14 @@ RankCollectives::RankCollectives(std::vector<torch::Tensor> params,
 }
 
 void RankCollectives::AllReduceMean(torch::Tensor& buffer) {
-  if (!group_ || world_size_ == 1) return;
+  if (!group_) return;
   std::vector<torch::Tensor> tensors{buffer};
   group_->allreduce(tensors)->wait();
   buffer.div_(world_size_);
 }
 
 void RankCollectives::AverageParameters() {
-  if (!group_ || world_size_ == 1) return;
+  if (!group_) return;
   torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (const auto& p : params_) {
@@ -41,7 +40,7 @@ void RankCollectives::AverageParameters() {
 
 std::vector<std::vector<double>> RankCollectives::GatherScalars(
     const std::vector<double>& mine) {
-  if (!group_ || world_size_ == 1) return {mine};
+  if (!group_) return {mine};
   // On the parameters' device: NCCL only moves GPU tensors.
   torch::Tensor input =
       torch::tensor(mine, torch::kFloat64).to(params_.front().device());
@@ -59,15 +58,30 @@ std::vector<std::vector<double>> RankCollectives::GatherScalars(
   return rows;
 }
 
-double RankCollectives::GradientNorm() const {
-  double sum = 0;
+torch::Tensor RankCollectives::GradientNorm() const {
+  std::vector<torch::Tensor> grads;
   for (const auto& p : params_) {
-    if (p.grad().defined()) sum += p.grad().to(torch::kFloat64).pow(2).sum().item<double>();
+    if (p.grad().defined()) grads.push_back(p.grad());
   }
-  return std::sqrt(sum);
+  if (grads.empty()) {
+    return torch::zeros({}, params_.front().options().dtype(torch::kFloat64));
+  }
+  // One fused kernel for the per-gradient norms, one for their norm.
+  std::vector<torch::Tensor> norms = torch::_foreach_norm(grads, 2);
+  return torch::stack(norms).to(torch::kFloat64).norm();
 }
 
-void BroadcastFromRankZero(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+void RankCollectives::ClipGradients(const torch::Tensor& norm, double max_norm) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor clip = norm.isfinite().logical_and(norm > max_norm);
+  const torch::Tensor factor =
+      torch::where(clip, max_norm / norm, torch::ones_like(norm)).to(torch::kFloat32);
+  for (const auto& p : params_) {
+    if (p.grad().defined()) p.grad().mul_(factor);
+  }
+}
+
+void BroadcastFromRankZero(const GroupPtr& group,
                            const std::vector<torch::Tensor>& tensors) {
   if (!group) return;
   torch::NoGradGuard no_grad;
@@ -78,12 +92,12 @@ void BroadcastFromRankZero(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
 }
 
 absl::StatusOr<std::string> BroadcastBytes(
-    const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
+    const GroupPtr& group, int rank, const torch::Device& device,
     const absl::StatusOr<std::string>& mine) {
   if (!group) return mine;
   torch::Tensor size = torch::full(
       {1}, rank == 0 && mine.ok() ? int64_t(mine->size()) : int64_t{-1},
-      torch::kInt64);
+      torch::dtype(torch::kInt64).device(device));
   std::vector<torch::Tensor> one{size};
   group->broadcast(one)->wait();
   const int64_t n = size.item<int64_t>();
@@ -94,9 +108,10 @@ absl::StatusOr<std::string> BroadcastBytes(
   }
   torch::Tensor data = torch::empty({n}, torch::kUInt8);
   if (rank == 0) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
-  std::vector<torch::Tensor> payload{data};
+  std::vector<torch::Tensor> payload{data.to(device)};
   group->broadcast(payload)->wait();
   if (rank == 0) return mine;
+  data = payload[0].cpu();
   return std::string(static_cast<const char*>(data.data_ptr()), size_t(n));
 }
 

@@ -1,12 +1,12 @@
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
 
@@ -18,34 +18,39 @@ namespace trainctl::train {
 class RankCollectives {
  public:
   RankCollectives(std::vector<torch::Tensor> params,
-               c10::intrusive_ptr<c10d::ProcessGroup> group, int world_size);
+               GroupPtr group, int world_size);
 
   // Replaces every parameter by its mean over the ranks (local SGD).
   void AverageParameters();
   // Every rank's `mine`, indexed by rank (one small all-gather). Every rank
   // must pass the same number of values.
   std::vector<std::vector<double>> GatherScalars(const std::vector<double>& mine);
-  // Global L2 norm of the gradients (after they were averaged).
-  double GradientNorm() const;
+  // Global L2 norm of the gradients (after they were averaged), as a float64
+  // scalar on their device: reading it is the caller's one copy to the host.
+  torch::Tensor GradientNorm() const;
+  // Scales the gradients by max_norm / norm when norm is finite and above
+  // max_norm, without leaving the device.
+  void ClipGradients(const torch::Tensor& norm, double max_norm);
 
  private:
   void AllReduceMean(torch::Tensor& buffer);
 
   std::vector<torch::Tensor> params_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  GroupPtr group_;
   int world_size_;
   torch::Tensor buffer_;
 };
 
 // Broadcasts rank 0's values of `tensors` to every rank, in place.
-void BroadcastFromRankZero(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+void BroadcastFromRankZero(const GroupPtr& group,
                            const std::vector<torch::Tensor>& tensors);
 
 // Rank 0's `mine` on every rank (a checkpoint read by rank 0 only, so the
 // file need not be visible to the other nodes). When rank 0 has an error
 // instead, every rank returns an error naming it as rank 0's.
+// The bytes travel in tensors on `device`: NCCL moves only GPU tensors.
 absl::StatusOr<std::string> BroadcastBytes(
-    const c10::intrusive_ptr<c10d::ProcessGroup>& group, int rank,
+    const GroupPtr& group, int rank, const torch::Device& device,
     const absl::StatusOr<std::string>& mine);
 
 }  // namespace trainctl::train

@@ -12,15 +12,13 @@
 #include <iostream>
 #include <iterator>
 #include <mutex>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#ifdef TRAINCTL_WITH_CUDA
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include "absl/strings/numbers.h"
 #include "common/frame_io.h"
 #include "common/rank_exit.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/train/collective_group.h"
+#include "worker/train/device.h"
 #include "worker/train/heap_reuse.h"
 #include "worker/train/rendezvous_store.h"
 #include "worker/train/trainer.h"
@@ -97,18 +95,7 @@ class ProgressReporter {
   std::thread thread_;
 };
 
-torch::Device PickDevice(const v1::JobSpec& spec, int local_rank) {
-#ifdef TRAINCTL_WITH_CUDA
-  if (spec.training().device() != "cpu" && torch::cuda::is_available()) {
-    return torch::Device(torch::kCUDA,
-                         local_rank % torch::cuda::device_count());
-  }
-#endif
-  (void)local_rank;
-  return torch::kCPU;
-}
-
-c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
+GroupPtr JoinGroup(
     const RankArgs& args, const v1::RankLaunch& launch,
     const torch::Device& device) {
   // TLS verified against the cluster CA the agent passed on; the rank has
@@ -129,21 +116,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> JoinGroup(
       v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
       launch.rendezvous_key(),
       std::chrono::milliseconds(args.rendezvous_timeout_ms));
+  GroupOptions options;
+  options.host = args.collective_host;
+  options.timeout = std::chrono::milliseconds(args.collective_timeout_ms);
 #ifdef TRAINCTL_WITH_CUDA
   if (device.is_cuda()) {
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(
-        store, args.rank, args.world_size,
-        c10d::ProcessGroupNCCL::Options::create());
+    return MakeNcclGroup(store, args.rank, args.world_size, options);
   }
 #endif
   (void)device;
-  auto options = c10d::ProcessGroupGloo::Options::create(
-      std::chrono::milliseconds(args.collective_timeout_ms));
-  options->devices.push_back(
-      c10d::ProcessGroupGloo::createDeviceForHostname(args.collective_host));
-  options->threads = 1;
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, args.rank,
-                                                     args.world_size, options);
+  return MakeGlooGroup(store, args.rank, args.world_size, options);
 }
 
 // Reads the agent's RankLaunch frame from stdin. A standby rank blocks here
@@ -230,8 +212,19 @@ int RunRank(const v1::RankLaunch& launch) {
     }
     return loaded;
   };
+  // The slot's GPU, or none; CUDA reads this when it starts, at first use,
+  // and a standby rank was forked before its slot was known.
+  setenv("CUDA_VISIBLE_DEVICES", launch.cuda_visible_devices().c_str(), 1);
+  absl::StatusOr<torch::Device> device =
+      ResolveDevice(spec.training().device(), local_rank);
+  if (!device.ok()) {
+    std::cerr << device.status().message() << std::endl;
+    data.wait();
+    return RankExitCode(device.status());
+  }
+  ctx.device = *device;
   try {
-    ctx.device = PickDevice(spec, local_rank);
+    BindDevice(ctx.device);
     if (args.world_size > 1) ctx.group = JoinGroup(args, launch, ctx.device);
     ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {
@@ -243,6 +236,14 @@ int RunRank(const v1::RankLaunch& launch) {
   std::cout << "rank " << args.rank << "/" << args.world_size << " on "
             << ctx.device << " with " << args.threads << " threads" << std::endl;
   absl::StatusOr<TrainResult> result = Train(spec, ctx);
+  if (ctx.group) {
+    try {
+      ShutdownGroup(*ctx.group);
+    } catch (const std::exception& e) {
+      std::cerr << "rank " << args.rank << ": closing the process group: "
+                << e.what() << std::endl;
+    }
+  }
   if (!result.ok()) {
     std::cerr << result.status().message() << std::endl;
     return RankExitCode(result.status());

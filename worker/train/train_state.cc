@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "worker/train/device.h"
 #include "worker/train/optim/optimizer_state.h"
 
 namespace trainctl::train {
@@ -65,8 +66,11 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
     archive.write("scaler_good_steps", c10::IValue(int64_t{s.good_steps}));
     archive.write("scaler_skipped", c10::IValue(s.skipped));
   }
-  archive.write("rng_cpu",
-                at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("rng_cpu", GeneratorState(torch::kCPU));
+  // On a GPU dropout draws from the device's generator.
+  const torch::Device device =
+      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
+  if (!device.is_cpu()) archive.write("rng_device", GeneratorState(device));
   std::string bytes;
   archive.save_to([&bytes](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -151,10 +155,14 @@ absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
     }
   }
   torch::Tensor rng;
-  if (archive.try_read("rng_cpu", rng)) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
+  if (archive.try_read("rng_cpu", rng)) SetGeneratorState(torch::kCPU, rng);
+  // A checkpoint written on a GPU resumed on the CPU (or the other way)
+  // keeps the CPU's stream and starts the device's afresh.
+  const torch::Device device =
+      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
+  torch::Tensor device_rng;
+  if (!device.is_cpu() && archive.try_read("rng_device", device_rng)) {
+    SetGeneratorState(device, device_rng);
   }
   return cursor;
 }

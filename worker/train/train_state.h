@@ -35,7 +35,7 @@ struct TrainingStateRefs {
 
 // One self-contained blob (torch's archive format): model parameters and
 // buffers by name, optimizer state per parameter, loss scaler, the CPU random
-// generator and the cursor. The LR schedule is a function of the step, so
+// generator (and the GPU's, on one) and the cursor. The LR schedule is a function of the step, so
 // the step restores it.
 absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
                                                 const TrainingCursor& cursor);

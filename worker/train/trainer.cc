@@ -1,10 +1,9 @@
 #include "worker/train/trainer.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "worker/train/autocast_scope.h"
 #include "worker/train/batch_prefetcher.h"
 #include "worker/train/checkpointer.h"
 #include "worker/train/evaluation.h"
@@ -23,6 +23,7 @@
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
 #include "worker/train/rank_spread.h"
+#include "worker/train/stream_timer.h"
 #include "worker/train/tensorboard_writer.h"
 
 namespace trainctl::train {
@@ -39,36 +40,6 @@ int64_t NowUnixMs() {
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
-
-// Enables autocast for bf16/fp16 on the rank's device for its lifetime.
-class AutocastScope {
- public:
-  AutocastScope(const std::string& precision, const torch::Device& device)
-      : active_(precision != "fp32"), cuda_(device.is_cuda()) {
-    if (!active_) return;
-    const auto dtype = precision == "bf16" ? at::kBFloat16 : at::kHalf;
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(dtype);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(dtype);
-    }
-  }
-  ~AutocastScope() {
-    if (!active_) return;
-    if (cuda_) {
-      at::autocast::set_enabled(false);
-    } else {
-      at::autocast::set_cpu_enabled(false);
-    }
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool active_;
-  bool cuda_;
-};
 
 // Per-window sums of the step-time split, reported as milliseconds per step.
 struct StepTimes {
@@ -166,7 +137,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   GradientBuckets buckets(params, ctx.group, ctx.world_size,
                           int64_t{t.bucket_mb()} << 20);
   std::unique_ptr<DynamicLossScaler> scaler;
-  if (t.precision() == "fp16") scaler = std::make_unique<DynamicLossScaler>();
+  if (t.precision() == "fp16") {
+    scaler = std::make_unique<DynamicLossScaler>(65536.0, 2000, ctx.device);
+  }
   Checkpointer checkpoints(spec, ctx,
                            {model.get(), optimizer.get(), params, scaler.get()});
   int64_t first_step = 0;
@@ -256,6 +229,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   plan.world_size = ctx.world_size;
   BatchPrefetcher batches(*data.train, plan, ctx.device, t.prefetch_batches());
   StepTimes window;
+  StreamTimer comm_timer(ctx.device);
   int64_t step = first_step;
   int epoch = 0;
   while (step < total_steps) {
@@ -274,7 +248,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
         ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
     SetLr(*optimizer, lr);
     buckets.ZeroGrad();
-    double local_loss = 0;
+    // Summed on the device: read on the host at log steps only.
+    torch::Tensor local_loss =
+        torch::zeros({1}, torch::dtype(torch::kFloat32).device(ctx.device));
     for (int64_t m = 0; m < accum; ++m) {
       auto mark = Clock::now();
       ASSIGN_OR_RETURN(Batch batch, batches.Next());
@@ -290,20 +266,25 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
         torch::Tensor loss =
             TaskLoss(spec.task(), model->Forward(batch.inputs), batch.targets) /
             accum;
-        local_loss += loss.item<double>();
+        local_loss.add_(loss.detach().to(torch::kFloat32).reshape({1}));
         // Only the last micro-batch's backward launches the all-reduce.
         const bool last = m + 1 == accum;
         buckets.SetSyncing(last && !local_sgd);
         if (last) buckets.SetLoss(local_loss);
-        (scaler ? loss * scaler->scale() : loss).backward();
+        torch::Tensor scaled = scaler ? loss * scaler->scale_tensor().reshape({}) : loss;
+        if (last && ctx.faults.Fires("inf_gradient", ctx.rank, ctx.generation, step)) {
+          scaled = scaled * INFINITY;  // the all-reduce carries it to every rank
+        }
+        scaled.backward();
       }
       window.compute += Seconds(mark);
     }
     if (sample_log.is_open()) sample_log.flush();
-    double exposed = 0;
+
     progress.Enter(RankProgress::Phase::kAllReduce);
-    std::vector<double> loss{buckets.Finish(&exposed)};
-    window.comm += exposed;
+    comm_timer.Start();
+    const torch::Tensor mean_loss = buckets.Finish();
+    comm_timer.Stop();
     progress.Enter(RankProgress::Phase::kOptimizer);
     auto mark = Clock::now();
     bool finite = true;
@@ -314,28 +295,30 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     const bool log_now =
         (step + 1) % t.log_every_steps() == 0 || step + 1 == total_steps;
     double grad_norm = -1;
-    if (t.max_grad_norm() > 0 || log_now) grad_norm = sync.GradientNorm();
-    if (t.max_grad_norm() > 0 && std::isfinite(grad_norm) &&
-        grad_norm > t.max_grad_norm()) {
-      torch::NoGradGuard no_grad;
-      for (auto& p : params) p.grad().mul_(t.max_grad_norm() / grad_norm);
+    if (t.max_grad_norm() > 0 || log_now) {
+      const torch::Tensor norm = sync.GradientNorm();
+      if (t.max_grad_norm() > 0) sync.ClipGradients(norm, t.max_grad_norm());
+      if (log_now) grad_norm = norm.item<double>();
     }
     if (finite) optimizer->step();
     window.optimizer += Seconds(mark);
     if (local_sgd && (step + 1) % t.local_sgd_steps() == 0) {
-      mark = Clock::now();
+      comm_timer.Start();
       sync.AverageParameters();
-      window.comm += Seconds(mark);
+      comm_timer.Stop();
     }
     ++step;
     ++window.steps;
     // Only at a log step: every rank's own values, in one small all-gather.
     std::vector<std::vector<double>> rank_rows;
+    std::vector<double> loss(1, 0.0);
     if (log_now) {
+      loss[0] = mean_loss.item<double>();
+      window.comm = comm_timer.TakeSeconds();
       const double elapsed = Seconds(window.start);
       const double per_step = 1000.0 / window.steps;
       std::vector<double> mine(kNumRankValues);
-      mine[kLoss] = local_loss;
+      mine[kLoss] = local_loss.item<double>();
       mine[kStepMs] = elapsed * per_step;
       mine[kSamplesPerSec] =
           elapsed > 0 ? window.steps * samples_per_step / elapsed : 0;
@@ -349,7 +332,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       // With local SGD the loss is per rank; report the mean.
       if (local_sgd) loss[0] = SpreadOf(rank_rows, kLoss).mean;
     }
-    result.final_train_loss = loss[0];
+    if (log_now) result.final_train_loss = loss[0];
     if (step == 1) report("first_step", step, epoch, {});
     if (log_now) {
       std::map<std::string, double> values = {

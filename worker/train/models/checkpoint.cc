@@ -1,8 +1,9 @@
 #include "worker/train/models/checkpoint.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cstdint>
+
+#include "worker/train/autocast_scope.h"
+#include "worker/train/device.h"
 
 namespace trainctl::train {
 namespace {
@@ -17,7 +18,14 @@ class CheckpointFunction
                                int64_t block_address) {
     // Autograd saved data holds IValues; the block lives in its module.
     ctx->saved_data["block"] = block_address;
-    ctx->saved_data["rng"] = at::detail::getDefaultCPUGenerator().get_state();
+    // The recompute must draw the same dropout masks (from the CPU's and,
+    // on a GPU, the device's generator) and run under the same autocast.
+    const torch::Device device = input.device();
+    ctx->saved_data["rng_cpu"] = GeneratorState(torch::kCPU);
+    if (!device.is_cpu()) ctx->saved_data["rng_device"] = GeneratorState(device);
+    const AutocastState autocast = GetAutocast(device.type());
+    ctx->saved_data["autocast"] = autocast.enabled;
+    ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(autocast.dtype);
     ctx->save_for_backward({input});
     return (*reinterpret_cast<const BlockFn*>(block_address))(input);
   }
@@ -28,15 +36,24 @@ class CheckpointFunction
         reinterpret_cast<const BlockFn*>(ctx->saved_data["block"].toInt());
     torch::Tensor input = ctx->get_saved_variables()[0];
     torch::Tensor replay_input = input.detach().requires_grad_(true);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    torch::Tensor rng_now = generator.get_state();
-    generator.set_state(ctx->saved_data["rng"].toTensor());
+    const torch::Device device = input.device();
+    const bool on_device = !device.is_cpu();
+    const torch::Tensor cpu_now = GeneratorState(torch::kCPU);
+    const torch::Tensor device_now = on_device ? GeneratorState(device) : torch::Tensor();
+    SetGeneratorState(torch::kCPU, ctx->saved_data["rng_cpu"].toTensor());
+    if (on_device) SetGeneratorState(device, ctx->saved_data["rng_device"].toTensor());
     torch::Tensor output;
     {
       torch::AutoGradMode enable(true);
+      AutocastScope autocast(
+          AutocastState{ctx->saved_data["autocast"].toBool(),
+                        static_cast<at::ScalarType>(
+                            ctx->saved_data["autocast_dtype"].toInt())},
+          device.type());
       output = (*block)(replay_input);
     }
-    generator.set_state(rng_now);
+    SetGeneratorState(torch::kCPU, cpu_now);
+    if (on_device) SetGeneratorState(device, device_now);
     torch::autograd::backward({output}, {grad_outputs[0]});
     return {replay_input.grad(), torch::Tensor()};
   }
