@@ -61,6 +61,8 @@ class Cluster:
                 os.path.join(self.args.bin, "trainctl-worker"),
                 "--coordinator", self.address, "--name", f"bench-{i + 1}",
                 "--slots", "1", "--cpus", str(self.args.threads),
+                # CPU slots for the CPU benchmarks, even on a GPU node.
+                "--gpus", getattr(self.args, "gpus", "none"),
                 "--ca-cert", os.path.join(state, "tls", "ca.crt"),
                 "--join-token-file", os.path.join(state, "auth", "join.token"),
                 "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),

@@ -283,13 +283,13 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
   }
   for (const Placement& placement : result.placements) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));
-    StartJobLocked(jobs_.at(placement.job_id), placement.rank_workers, outbox);
+    StartJobLocked(jobs_.at(placement.job_id), placement, outbox);
   }
 }
 
-void JobManager::StartJobLocked(v1::Job& job,
-                                const std::vector<std::string>& workers,
+void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,
                                 Outbox* outbox) {
+  const std::vector<std::string>& workers = placement.rank_workers;
   job.set_generation(job.generation() + 1);
   job.clear_ranks();
   job.clear_pending_reason();
@@ -308,7 +308,11 @@ void JobManager::StartJobLocked(v1::Job& job,
     info->set_worker(name);
     info->set_host(worker->info.collective_host());
     info->set_state(v1::RANK_STATE_ASSIGNED);
-    registry_.Occupy(name, {job.id(), job.generation(), static_cast<int>(r)});
+    const bool gpu_slot = r < placement.on_gpu_slot.size() && placement.on_gpu_slot[r];
+    info->set_gpu_slot(gpu_slot);
+    info->set_gpu(placement.gpu);
+    registry_.Occupy(name, {job.id(), job.generation(), static_cast<int>(r)},
+                     gpu_slot);
     v1::RankAssignment* a =
         per_worker[name].mutable_assign()->add_ranks();
     a->set_job_id(job.id());
@@ -317,6 +321,7 @@ void JobManager::StartJobLocked(v1::Job& job,
     a->set_world_size(static_cast<int>(workers.size()));
     a->set_local_rank(local_next[name]++);
     a->set_local_world_size(local_counts[name]);
+    a->set_gpu(placement.gpu);
     *a->mutable_resume() = job.resume_from();
   }
   std::string reason = absl::StrCat(DescribePlacement(workers), " (generation ",

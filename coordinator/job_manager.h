@@ -143,7 +143,7 @@ class JobManager {
   void TransitionLocked(v1::Job& job, v1::JobState to,
                         const std::string& reason);
   void ScheduleLocked(Outbox* outbox);
-  void StartJobLocked(v1::Job& job, const std::vector<std::string>& workers,
+  void StartJobLocked(v1::Job& job, const Placement& placement,
                       Outbox* outbox);
   // Tells every agent still holding ranks of the job to kill them.
   void StopRanksLocked(const v1::Job& job, const std::string& reason,

@@ -97,11 +97,13 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
   PendingJob self;
   self.id = kDryRunId;
   self.ranks = job.spec().ranks();
+  self.device = job.spec().training().device();
   fifo.push_back(self);
   const ScheduleResult result = Schedule(fifo, slots);
   for (const Placement& placement : result.placements) {
     if (placement.job_id == kDryRunId) {
-      plan.set_placement(DescribePlacement(placement.rank_workers));
+      plan.set_placement(absl::StrCat(DescribePlacement(placement.rank_workers),
+                                      placement.gpu ? ", one GPU each" : ""));
     }
   }
   auto waiting = result.waiting.find(kDryRunId);

@@ -219,6 +219,7 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   PendingJob pending;
   pending.id = job.id();
   pending.ranks = job.spec().ranks();
+  pending.device = job.spec().training().device();
   if (job.state() != v1::JOB_STATE_RESTARTING) return pending;
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
   pending.ranks = std::max(ft.max_workers(), 1);
@@ -273,7 +274,8 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
     // An exited rank is adopted too: its last reports and then its exit
     // follow, re-sent by the agent in that order.
     registry_.Occupy(info.name(),
-                     {job->id(), job->generation(), status.rank()});
+                     {job->id(), job->generation(), status.rank()},
+                     rank->gpu_slot());
     TLOG_INFO << "re-adopted rank " << status.rank() << " of " << job->id()
               << " on " << info.name();
     v1::RankCursor* cursor = registered->add_cursors();

@@ -7,12 +7,81 @@
 
 namespace trainctl::coordinator {
 
+namespace {
+
+// The world size for `job` from `available` slots: the most up to its ranks,
+// at least its minimum, that divides its batch; 0 when none does.
+int WorldFor(const PendingJob& job, int available) {
+  const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
+  for (int n = std::min(job.ranks, available); n >= fewest; --n) {
+    if (job.batch == 0 || job.batch % n == 0) return n;
+  }
+  return 0;
+}
+
+std::string Needs(const PendingJob& job, const char* what) {
+  const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
+  return fewest == job.ranks
+             ? absl::StrCat("needs ", job.ranks, " ", what)
+             : absl::StrCat("needs ", fewest, " to ", job.ranks, " ", what,
+                            " (a count that divides the batch of ", job.batch,
+                            ")");
+}
+
+// Packs `world` ranks onto GPU slots, most free first.
+Placement PlaceOnGpus(const std::string& id, int world,
+                      std::vector<WorkerSlots>& free) {
+  std::sort(free.begin(), free.end(), [](const WorkerSlots& a, const WorkerSlots& b) {
+    if (a.free_gpu_slots != b.free_gpu_slots) return a.free_gpu_slots > b.free_gpu_slots;
+    return a.name < b.name;
+  });
+  Placement placement{id, {}, {}, /*gpu=*/true};
+  for (auto& w : free) {
+    while (w.free_gpu_slots > 0 &&
+           static_cast<int>(placement.rank_workers.size()) < world) {
+      placement.rank_workers.push_back(w.name);
+      placement.on_gpu_slot.push_back(true);
+      --w.free_gpu_slots;
+      --w.free_slots;
+    }
+  }
+  return placement;
+}
+
+// Packs `world` ranks onto any slots, most free first; on each worker the
+// slots without a GPU go before those with one.
+Placement PlaceOnAnySlots(const std::string& id, int world,
+                          std::vector<WorkerSlots>& free) {
+  std::sort(free.begin(), free.end(), [](const WorkerSlots& a, const WorkerSlots& b) {
+    if (a.free_slots != b.free_slots) return a.free_slots > b.free_slots;
+    return a.name < b.name;
+  });
+  Placement placement{id, {}, {}, /*gpu=*/false};
+  for (auto& w : free) {
+    while (w.free_slots > 0 &&
+           static_cast<int>(placement.rank_workers.size()) < world) {
+      const bool gpu_slot = w.free_slots <= w.free_gpu_slots;
+      placement.rank_workers.push_back(w.name);
+      placement.on_gpu_slot.push_back(gpu_slot);
+      if (gpu_slot) --w.free_gpu_slots;
+      --w.free_slots;
+    }
+  }
+  return placement;
+}
+
+}  // namespace
+
 ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
                         const std::vector<WorkerSlots>& workers) {
   ScheduleResult result;
   std::vector<WorkerSlots> free = workers;
   int total = 0;
-  for (const auto& w : free) total += w.total_slots;
+  int total_gpu = 0;
+  for (const auto& w : free) {
+    total += w.total_slots;
+    total_gpu += w.total_gpu_slots;
+  }
 
   std::string blocked_by;
   for (const PendingJob& job : fifo) {
@@ -27,45 +96,35 @@ ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
       continue;
     }
     int available = 0;
-    for (const auto& w : free) available += w.free_slots;
-    const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
-    int world = 0;
-    for (int n = std::min(job.ranks, available); n >= fewest && world == 0; --n) {
-      if (job.batch == 0 || job.batch % n == 0) world = n;
+    int available_gpu = 0;
+    for (const auto& w : free) {
+      available += w.free_slots;
+      available_gpu += w.free_gpu_slots;
     }
-    if (world == 0) {
-      const std::string needs =
-          fewest == job.ranks
-              ? absl::StrCat("needs ", job.ranks, " slots")
-              : absl::StrCat("needs ", fewest, " to ", job.ranks,
-                             " slots (a count that divides the batch of ",
-                             job.batch, ")");
-      if (free.empty()) {
-        result.waiting[job.id] = absl::StrCat(needs, "; no workers registered");
-      } else {
-        result.waiting[job.id] =
-            absl::StrCat(needs, "; ", available, " of ", total,
-                         " registered slots free");
-      }
-      blocked_by = job.id;
+    const int gpu_world = job.device == "cpu" ? 0 : WorldFor(job, available_gpu);
+    if (gpu_world > 0) {
+      result.placements.push_back(PlaceOnGpus(job.id, gpu_world, free));
       continue;
     }
-    std::sort(free.begin(), free.end(),
-              [](const WorkerSlots& a, const WorkerSlots& b) {
-                if (a.free_slots != b.free_slots) {
-                  return a.free_slots > b.free_slots;
-                }
-                return a.name < b.name;
-              });
-    Placement placement{job.id, {}};
-    for (auto& w : free) {
-      while (w.free_slots > 0 &&
-             static_cast<int>(placement.rank_workers.size()) < world) {
-        placement.rank_workers.push_back(w.name);
-        --w.free_slots;
-      }
+    const int cpu_world = job.device == "cuda" ? 0 : WorldFor(job, available);
+    if (cpu_world > 0) {
+      result.placements.push_back(PlaceOnAnySlots(job.id, cpu_world, free));
+      continue;
     }
-    result.placements.push_back(std::move(placement));
+    if (free.empty()) {
+      result.waiting[job.id] =
+          absl::StrCat(Needs(job, job.device == "cuda" ? "GPU slots" : "slots"),
+                       "; no workers registered");
+    } else if (job.device == "cuda") {
+      result.waiting[job.id] = absl::StrCat(
+          Needs(job, "GPU slots"), "; ", available_gpu, " of ", total_gpu,
+          " registered GPU slots free",
+          total_gpu == 0 ? " (start workers with --gpus on GPU nodes)" : "");
+    } else {
+      result.waiting[job.id] = absl::StrCat(Needs(job, "slots"), "; ", available,
+                                            " of ", total, " registered slots free");
+    }
+    blocked_by = job.id;
   }
   return result;
 }

@@ -1,5 +1,7 @@
 #include "coordinator/worker_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace trainctl::coordinator {
@@ -20,6 +22,11 @@ absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
   }
   if (absl::Status s = CheckSlots("register.slots", info.slots()); !s.ok()) {
     return s;
+  }
+  if (info.gpu_slots() < 0 || info.gpu_slots() > info.slots()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register.gpu_slots: must be from 0 to the ", info.slots(),
+        " slots, got ", info.gpu_slots()));
   }
   auto it = workers_.find(info.name());
   if (it != workers_.end()) {
@@ -58,14 +65,19 @@ std::vector<std::string> WorkerRegistry::Expired() const {
   return out;
 }
 
-void WorkerRegistry::Occupy(const std::string& name, const RankKey& key) {
+void WorkerRegistry::Occupy(const std::string& name, const RankKey& key,
+                            bool gpu_slot) {
   auto it = workers_.find(name);
-  if (it != workers_.end()) it->second.ranks.insert(key);
+  if (it == workers_.end()) return;
+  it->second.ranks.insert(key);
+  if (gpu_slot) it->second.on_gpu_slots.insert(key);
 }
 
 void WorkerRegistry::Release(const std::string& name, const RankKey& key) {
   auto it = workers_.find(name);
-  if (it != workers_.end()) it->second.ranks.erase(key);
+  if (it == workers_.end()) return;
+  it->second.ranks.erase(key);
+  it->second.on_gpu_slots.erase(key);
 }
 
 bool WorkerRegistry::Holds(const std::string& name, const RankKey& key) const {
@@ -82,8 +94,11 @@ const WorkerRegistry::Worker* WorkerRegistry::Find(
 std::vector<WorkerSlots> WorkerRegistry::FreeSlots() const {
   std::vector<WorkerSlots> out;
   for (const auto& [name, w] : workers_) {
-    out.push_back({name, w.info.slots() - static_cast<int>(w.ranks.size()),
-                   w.info.slots()});
+    const int free = w.info.slots() - static_cast<int>(w.ranks.size());
+    const int free_gpu = std::min(
+        free, w.info.gpu_slots() - static_cast<int>(w.on_gpu_slots.size()));
+    out.push_back({name, free, w.info.slots(), std::max(0, free_gpu),
+                   w.info.gpu_slots()});
   }
   return out;
 }

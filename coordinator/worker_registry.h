@@ -46,13 +46,14 @@ class WorkerRegistry {
     std::shared_ptr<AgentLink> link;
     int64_t last_heartbeat_ms = 0;
     std::set<RankKey> ranks;
+    std::set<RankKey> on_gpu_slots;  // those of `ranks` in a slot with a GPU
   };
 
   WorkerRegistry(const Clock& clock, int64_t lease_ms)
       : clock_(clock), lease_ms_(lease_ms) {}
 
   // ALREADY_EXISTS when a live agent holds the name; INVALID_ARGUMENT on an
-  // empty name or fewer than one slot.
+  // empty name, a slot count out of range, or more GPU slots than slots.
   absl::Status Register(const v1::RegisterRequest& info,
                         std::shared_ptr<AgentLink> link);
   // Removes the worker if `link` is still its link (a stale stream closing
@@ -62,7 +63,8 @@ class WorkerRegistry {
   // Workers whose lease ran out; the caller removes them.
   std::vector<std::string> Expired() const;
 
-  void Occupy(const std::string& name, const RankKey& key);
+  // `gpu_slot`: the rank takes one of the worker's slots that have a GPU.
+  void Occupy(const std::string& name, const RankKey& key, bool gpu_slot);
   void Release(const std::string& name, const RankKey& key);
   bool Holds(const std::string& name, const RankKey& key) const;
 

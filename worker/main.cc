@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "worker/agent/agent.h"
 #include "worker/agent/collective_host.h"
+#include "worker/agent/gpu_slots.h"
 #include "worker/agent/process_hardening.h"
 #include "worker/agent/state_dir_lock.h"
 #include "worker/agent/worker_credentials.h"
@@ -118,6 +119,14 @@ int main(int argc, char** argv) {
   app.add_option("--slots", options.slots, "rank slots this node offers")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  std::string gpus = "auto";
+  app.add_option("--gpus", gpus,
+                 "GPUs for the slots, one each: auto (those "
+                 "CUDA_VISIBLE_DEVICES lists, else every /dev/nvidiaN), none, "
+                 "or CUDA device ids such as 0,1,3; a GPU job's ranks run "
+                 "only on slots with one")
+      ->capture_default_str()
+      ->envname("TRAINCTL_GPUS");
   app.add_option("--name", options.name,
                  "unique worker name (default: the hostname)");
   app.add_option("--cpus", options.cpus,
@@ -194,6 +203,22 @@ int main(int argc, char** argv) {
                  "state directory or join token")
       ->envname("TRAINCTL_RANK_USER");
   CLI11_PARSE(app, argc, argv);
+  {
+    absl::StatusOr<std::vector<std::string>> parsed =
+        trainctl::agent::ParseGpus(gpus, getenv("CUDA_VISIBLE_DEVICES"), "/dev");
+    if (!parsed.ok()) {
+      fprintf(stderr, "trainctl-worker: %s\n",
+              std::string(parsed.status().message()).c_str());
+      return 2;
+    }
+    options.gpus = *std::move(parsed);
+    if (static_cast<int>(options.gpus.size()) > options.slots) {
+      TLOG_WARNING << options.gpus.size() << " GPUs but " << options.slots
+                   << " slots: GPUs beyond the first " << options.slots
+                   << " stay unused (--slots " << options.gpus.size()
+                   << " uses them all)";
+    }
+  }
   if (!rank_user.empty()) {
     absl::StatusOr<trainctl::agent::RankLaunch::User> user =
         trainctl::agent::LookUpUser(rank_user);

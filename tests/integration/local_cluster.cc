@@ -1,5 +1,6 @@
 #include "local_cluster.h"
 
+#include <algorithm>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -114,6 +115,10 @@ Process& LocalCluster::StartWorker(const std::string& name, int slots,
   } else if (with_credentials) {
     argv.insert(argv.end(),
                 {"--ca-cert", ca_cert_path_, "--join-token", join_token_});
+  }
+  // CPU slots unless a test gives GPUs: the same jobs on a GPU node too.
+  if (std::find(extra.begin(), extra.end(), "--gpus") == extra.end()) {
+    argv.insert(argv.end(), {"--gpus", "none"});
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
   workers_.push_back(std::make_unique<Process>(argv, dir_ + "/" + name + ".log"));

@@ -88,5 +88,56 @@ TEST(SchedulerTest, ANotReadyJobWaitsAndBlocksTheQueue) {
   EXPECT_EQ(r.waiting.at("q"), "waiting behind job r (queued earlier)");
 }
 
+// GPU slots: WorkerSlots{name, free, total, free_gpu, total_gpu}.
+PendingJob OnDevice(const std::string& id, int ranks, const std::string& device) {
+  PendingJob job{id, ranks};
+  job.device = device;
+  return job;
+}
+
+TEST(SchedulerTest, CudaJobRunsOnlyOnGpuSlots) {
+  ScheduleResult r = Schedule({OnDevice("g", 2, "cuda")},
+                              Workers{{"cpu-node", 8, 8, 0, 0}, {"gpu-node", 4, 4, 2, 2}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_TRUE(r.placements[0].gpu);
+  EXPECT_EQ(r.placements[0].rank_workers,
+            (std::vector<std::string>{"gpu-node", "gpu-node"}));
+  EXPECT_EQ(r.placements[0].on_gpu_slot, (std::vector<bool>{true, true}));
+}
+
+TEST(SchedulerTest, CudaJobWaitsForGpuSlotsAndSaysSo) {
+  ScheduleResult r = Schedule({OnDevice("g", 3, "cuda")},
+                              Workers{{"gpu-node", 4, 4, 2, 2}});
+  EXPECT_TRUE(r.placements.empty());
+  EXPECT_EQ(r.waiting.at("g"),
+            "needs 3 GPU slots; 2 of 2 registered GPU slots free");
+  r = Schedule({OnDevice("g", 1, "cuda")}, Workers{{"cpu-node", 4, 4, 0, 0}});
+  EXPECT_EQ(r.waiting.at("g"),
+            "needs 1 GPU slots; 0 of 0 registered GPU slots free (start "
+            "workers with --gpus on GPU nodes)");
+}
+
+TEST(SchedulerTest, AutoJobTakesGpusWhenAllRanksFitElseOrdinarySlots) {
+  ScheduleResult r = Schedule({OnDevice("fits", 2, "auto"), OnDevice("not", 2, "auto")},
+                              Workers{{"n", 6, 6, 2, 2}});
+  ASSERT_EQ(r.placements.size(), 2u);
+  EXPECT_TRUE(r.placements[0].gpu);
+  EXPECT_EQ(r.placements[0].on_gpu_slot, (std::vector<bool>{true, true}));
+  // The GPUs are taken: the second runs on the CPU slots, all of one kind.
+  EXPECT_FALSE(r.placements[1].gpu);
+  EXPECT_EQ(r.placements[1].on_gpu_slot, (std::vector<bool>{false, false}));
+}
+
+TEST(SchedulerTest, CpuJobFillsSlotsWithoutGpuFirst) {
+  ScheduleResult r = Schedule({OnDevice("c", 3, "cpu"), OnDevice("g", 1, "cuda")},
+                              Workers{{"n", 4, 4, 2, 2}});
+  ASSERT_EQ(r.placements.size(), 2u);
+  EXPECT_FALSE(r.placements[0].gpu);
+  // Two plain slots, then one GPU slot; the GPU job gets the last GPU slot.
+  EXPECT_EQ(r.placements[0].on_gpu_slot, (std::vector<bool>{false, false, true}));
+  EXPECT_TRUE(r.placements[1].gpu);
+  EXPECT_EQ(r.placements[1].rank_workers, (std::vector<std::string>{"n"}));
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator

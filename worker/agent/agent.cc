@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/agent/process_hardening.h"
+#include "common/rank_exit.h"
 #include "common/utf8_sanitize.h"
 #include "worker/train/heap_reuse.h"
 
@@ -26,16 +27,12 @@ extern char** environ;
 namespace trainctl::agent {
 namespace {
 
-// GPUs this node exposes, found without CUDA or torch in the agent: one
-// /dev/nvidiaN device node per GPU.
-std::vector<std::string> DetectDevices() {
-  std::vector<std::string> devices{"cpu"};
-  for (int i = 0; i < 64; ++i) {
-    if (access(absl::StrCat("/dev/nvidia", i).c_str(), F_OK) == 0) {
-      devices.push_back(absl::StrCat("cuda:", i));
-    }
-  }
-  return devices;
+// The GPUs the slots get: one each, in --gpus order, as many as there are
+// slots.
+std::vector<std::string> SlotGpus(const AgentOptions& options) {
+  std::vector<std::string> gpus = options.gpus;
+  if (static_cast<int>(gpus.size()) > options.slots) gpus.resize(options.slots);
+  return gpus;
 }
 
 // What the coordinator may send in one message: an assignment carries the
@@ -78,7 +75,8 @@ int64_t NowMs() {
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
       channel_(CoordinatorChannel(options_.coordinator, options_.credentials)),
-      reports_(kKeptReportsPerRank, kKeptReportsBytes) {}
+      reports_(kKeptReportsPerRank, kKeptReportsBytes),
+      free_gpus_(SlotGpus(options_)) {}
 
 Agent::~Agent() { Stop(); }
 
@@ -151,7 +149,10 @@ bool Agent::RunSession() {
   reg->set_name(options_.name);
   reg->set_slots(options_.slots);
   reg->set_collective_host(options_.collective_host);
-  for (const auto& device : DetectDevices()) reg->add_devices(device);
+  const std::vector<std::string> gpus = SlotGpus(options_);
+  reg->set_gpu_slots(static_cast<int>(gpus.size()));
+  reg->add_devices("cpu");
+  for (const auto& gpu : gpus) reg->add_devices(absl::StrCat("cuda:", gpu));
   reg->set_version(TRAINCTL_VERSION);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,6 +281,8 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
   launch.env["GLIBC_TUNABLES"] =
       train::RankMallocTunables(tunables != nullptr ? tunables : "");
   launch.env["TRAINCTL_STANDBY_HEAP_MB"] = absl::StrCat(options_.standby_heap_mb);
+  // GPU numbers as --gpus auto counts them: in PCI order, like /dev/nvidiaN.
+  launch.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
   // Always set, so that nothing inherited from our environment applies.
   launch.env["TRAINCTL_DATA_CACHE_DIR"] = options_.data_cache_dir;
   launch.env["TRAINCTL_DATA_CACHE_MB"] = absl::StrCat(options_.data_cache_mb);
@@ -337,6 +340,22 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   request.set_threads(threads);
   request.set_rendezvous_key(a.rendezvous_key());
   request.set_ca_pem(options_.ca_pem);
+  if (a.gpu()) {
+    std::optional<std::string> gpu;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gpu = free_gpus_.Take();
+      if (gpu) rank_gpus_[id] = *gpu;
+    }
+    if (!gpu) {
+      // The coordinator counts this worker's GPU slots; it never sends more
+      // GPU ranks than there are, unless the two disagree after a restart.
+      OnRankExit(id, kRankExitConfigError,
+                 "this worker has no free GPU slot for the rank (its --gpus)");
+      return;
+    }
+    request.set_cuda_visible_devices(*gpu);
+  }
   const std::string stdin_bytes = EncodeFrame(request);
 
   auto log_line = [this, id](const std::string& stream,
@@ -413,6 +432,11 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
   {
     std::lock_guard<std::mutex> lock(mu_);
     progress_.erase(id);
+    auto gpu = rank_gpus_.find(id);
+    if (gpu != rank_gpus_.end()) {
+      free_gpus_.Give(std::move(gpu->second));
+      rank_gpus_.erase(gpu);
+    }
   }
   TLOG_INFO << "rank " << std::get<2>(id) << " of job " << std::get<0>(id)
             << " exited with code " << exit_code;

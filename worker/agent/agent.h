@@ -19,6 +19,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "trainctl/v1/workers.grpc.pb.h"
+#include "worker/agent/gpu_slots.h"
 #include "worker/agent/kept_reports.h"
 #include "worker/agent/rank_process.h"
 
@@ -28,6 +29,9 @@ struct AgentOptions {
   std::string coordinator = "127.0.0.1:7070";
   std::string name;             // unique per cluster; defaults to the hostname
   int slots = 1;
+  // CUDA device ids given to the slots, one each (--gpus; gpu_slots.h);
+  // beyond `slots` they stay unused.
+  std::vector<std::string> gpus;
   int cpus = 0;                 // cores this node gives its ranks (0 = all)
   std::string collective_host;  // address ranks bind for collectives
   std::string rank_program;     // the binary that runs `rank` (this one)
@@ -132,6 +136,9 @@ class Agent {
   // Each rank's numbered metrics and log lines, kept (bounded) so that a
   // restarted coordinator gets what it lost again.
   KeptReports reports_;                                   // GUARDED_BY(mu_)
+  // The slots' GPUs not held by a rank, and those held.
+  GpuPool free_gpus_;                                     // GUARDED_BY(mu_)
+  std::map<RankId, std::string> rank_gpus_;               // GUARDED_BY(mu_)
   std::mutex write_mu_;  // serializes stream writes
 
   std::mutex probe_mu_;
