@@ -174,6 +174,18 @@ if(TRAINCTL_WITH_CUDA)
   message(STATUS "trainctl: nccl.h from ${TRAINCTL_NCCL_INCLUDE_DIR} (seen: ${_nccl_versions})")
 endif()
 
+# gloo: ProcessGroupGloo.hpp includes gloo's headers, which the wheel does
+# not ship (see torch_header_check.cmake for why another copy is safe).
+if(NOT EXISTS "${TRAINCTL_TORCH_PREFIX}/include/gloo/algorithm.h")
+  find_path(TRAINCTL_GLOO_INCLUDE_DIR gloo/algorithm.h)
+  if(NOT TRAINCTL_GLOO_INCLUDE_DIR)
+    message(FATAL_ERROR
+      "trainctl: LibTorch ${Torch_VERSION} in ${TRAINCTL_TORCH_PREFIX} ships no "
+      "gloo headers, which ProcessGroupGloo.hpp includes: install libgloo-dev "
+      "(Debian, Ubuntu) or put gloo's include folder on CMAKE_PREFIX_PATH")
+  endif()
+endif()
+
 include(${CMAKE_CURRENT_LIST_DIR}/torch_header_check.cmake)
 message(STATUS "trainctl: LibTorch ${Torch_VERSION} from ${TRAINCTL_TORCH_PREFIX}; "
                "CUDA/NCCL path ${TRAINCTL_WITH_CUDA}")
