@@ -1,0 +1,144 @@
+// The CUDA path's pieces on a real GPU: NCCL, the gradient buckets'
+// hooks through it, autocast, the fused loss scaler, the device's RNG.
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/gpu/gpu_fixture.h"
+#include "worker/train/autocast_scope.h"
+#include "worker/train/collective_group.h"
+#include "worker/train/grad_buckets.h"
+#include "worker/train/grad_sync.h"
+#include "worker/train/loss_scaler.h"
+#include "worker/train/stream_timer.h"
+
+namespace trainctl::train {
+namespace {
+
+GroupPtr NcclAtWorldSizeOne() {
+  GroupOptions options;
+  options.timeout = std::chrono::milliseconds(60'000);
+  return MakeNcclGroup(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+}
+
+TEST_F(GpuTest, NcclGroupAtWorldSizeOneReducesBroadcastsAndGathers) {
+  GroupPtr group = NcclAtWorldSizeOne();
+  std::vector<torch::Tensor> t{torch::arange(4, torch::dtype(torch::kFloat32).device(device_))};
+  group->allreduce(t)->wait();
+  EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(4, torch::kFloat32)));
+  BroadcastFromRankZero(group, t);
+  RankCollectives sync({t[0]}, group, 1);
+  EXPECT_EQ(sync.GatherScalars({1.5, -2.0}),
+            (std::vector<std::vector<double>>{{1.5, -2.0}}));
+  // The checkpoint path: bytes through NCCL in device tensors.
+  absl::StatusOr<std::string> bytes =
+      BroadcastBytes(group, 0, device_, std::string("checkpoint bytes"));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, "checkpoint bytes");
+}
+
+TEST_F(GpuTest, GradientBucketsSendThroughNcclFromTheAutogradHooks) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                            torch::nn::Linear(256, 10));
+  net->to(device_);
+  torch::nn::Sequential reference(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                                  torch::nn::Linear(256, 10));
+  reference->to(device_);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < net->parameters().size(); ++i) {
+      reference->parameters()[i].copy_(net->parameters()[i]);
+    }
+  }
+  GroupPtr group = NcclAtWorldSizeOne();
+  // 4 KiB buckets: several collectives launched from the hooks.
+  GradientBuckets buckets(net->parameters(), group, 1, 4096);
+  ASSERT_GT(buckets.num_buckets(), 1);
+  torch::Tensor x = torch::randn({32, 64}, device_);
+  for (int step = 0; step < 2; ++step) {
+    buckets.ZeroGrad();
+    torch::Tensor loss = net->forward(x).pow(2).mean();
+    buckets.SetSyncing(true);
+    buckets.SetLoss(loss.detach().reshape({1}));
+    loss.backward();
+    torch::Tensor mean_loss = buckets.Finish();
+    EXPECT_NEAR(mean_loss.item<double>(), loss.item<double>(), 1e-6);
+  }
+  reference->zero_grad();
+  reference->forward(x).pow(2).mean().backward();
+  for (size_t i = 0; i < net->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::allclose(net->parameters()[i].grad(),
+                                reference->parameters()[i].grad(), 1e-5, 1e-6))
+        << "parameter " << i;
+  }
+}
+
+TEST_F(GpuTest, Bf16AutocastOnCudaAndBack) {
+  torch::nn::Linear linear(16, 16);
+  linear->to(device_);
+  torch::Tensor x = torch::randn({4, 16}, device_);
+  {
+    AutocastScope autocast("bf16", device_);
+    EXPECT_EQ(linear->forward(x).scalar_type(), torch::kBFloat16);
+    {
+      AutocastScope inner("bf16", device_);  // nests, as the recompute does
+    }
+    EXPECT_EQ(linear->forward(x).scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(linear->forward(x).scalar_type(), torch::kFloat32);
+}
+
+TEST_F(GpuTest, LossScalerOnCudaSkipsAnInfAndHalvesTheScale) {
+  DynamicLossScaler scaler(1024.0, 2, device_);
+  EXPECT_TRUE(scaler.scale_tensor().is_cuda());
+  torch::Tensor p = torch::zeros({3}, torch::dtype(torch::kFloat32).device(device_).requires_grad(true));
+  p.mutable_grad() = torch::full({3}, 2048.0, torch::dtype(torch::kFloat32).device(device_));
+  EXPECT_TRUE(scaler.Unscale({p}));
+  EXPECT_TRUE(torch::equal(p.grad().cpu(), torch::full({3}, 2.0)));
+  scaler.Update(true);
+  p.grad()[1].fill_(std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(scaler.Unscale({p}));
+  scaler.Update(false);
+  EXPECT_DOUBLE_EQ(scaler.scale(), 512.0);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(scaler.Save().good_steps, 0);
+}
+
+TEST_F(GpuTest, GradientNormAndClippingStayOnTheDevice) {
+  torch::Tensor a = torch::zeros({2}, torch::dtype(torch::kFloat32).device(device_).requires_grad(true));
+  torch::Tensor b = torch::zeros({1}, torch::dtype(torch::kFloat32).device(device_).requires_grad(true));
+  a.mutable_grad() = torch::tensor({3.0f, 0.0f}, torch::dtype(torch::kFloat32).device(device_));
+  b.mutable_grad() = torch::tensor({4.0f}, torch::dtype(torch::kFloat32).device(device_));
+  RankCollectives sync({a, b}, nullptr, 1);
+  torch::Tensor norm = sync.GradientNorm();
+  EXPECT_TRUE(norm.is_cuda());
+  EXPECT_DOUBLE_EQ(norm.item<double>(), 5.0);
+  sync.ClipGradients(norm, 1.0);
+  EXPECT_NEAR(sync.GradientNorm().item<double>(), 1.0, 1e-6);
+}
+
+TEST_F(GpuTest, CommunicationTimeIsMeasuredOnTheStream) {
+  StreamTimer timer(device_);
+  torch::Tensor big = torch::randn({4096, 4096}, device_);
+  timer.Start();
+  for (int i = 0; i < 20; ++i) big = big.mm(big).div_(4096);  // queued, not run
+  timer.Stop();
+  // A host clock here would read the launches only; the events cover the
+  // work the stream did between them.
+  const double seconds = timer.TakeSeconds();
+  EXPECT_GT(seconds, 0.0);
+  EXPECT_EQ(timer.TakeSeconds(), 0.0);
+}
+
+TEST_F(GpuTest, DeviceGeneratorStateRoundTrips) {
+  torch::Tensor state = GeneratorState(device_);
+  torch::Tensor first = torch::rand({8}, device_);
+  SetGeneratorState(device_, state);
+  EXPECT_TRUE(torch::equal(first, torch::rand({8}, device_)));
+}
+
+}  // namespace
+}  // namespace trainctl::train
