@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""PyTorch DDP peer of trainctl's built-in `gpt` on a GPU, for bench/gpu_throughput.py.
+
+Run under torchrun, one process per GPU:
+
+  torchrun --standalone --nproc_per_node 1 bench/gpu_ddp_peer.py \\
+      --tokens FILE --vocab V --layers 12 --d-model 1024 --heads 16 \\
+      --d-ff 4096 --seq 1024 --batch 8 --steps N --warmup W
+
+The same network as trainctl's `gpt` (worker/train/models/networks.cc):
+token and learned position embeddings, pre-norm blocks (one qkv Linear,
+causal scaled-dot-product attention, output projection, Linear-GELU-Linear
+MLP), a final LayerNorm and an untied Linear head; no dropout. Trained as a
+PyTorch user would on one GPU with DDP: NCCL, bf16 autocast, fused AdamW
+(lr 3e-4, weight decay 0.01), cross-entropy over every position, each rank
+reading random windows of the uint16 token file (ids below 32768).
+
+Rank 0 prints `BENCH_RESULT {json}`: tokens_per_sec over steps W..N (the
+clock read after a CUDA synchronize), parameters, and the step time.
+"""
+
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, heads, d_ff):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        qkv = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads)
+        q, k, v = (qkv.select(2, i).transpose(1, 2) for i in range(3))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, d_model, layers, heads, d_ff, max_seq):
+        super().__init__()
+        self.token = nn.Embedding(vocab, d_model)
+        self.position = nn.Embedding(max_seq, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, heads, d_ff) for _ in range(layers))
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        t = tokens.shape[1]
+        x = self.token(tokens) + self.position(torch.arange(t, device=tokens.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tokens", required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--d-model", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--d-ff", type=int, default=4096)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=8, help="sequences per GPU per step")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=10)
+    args = p.parse_args()
+
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    device = torch.device("cuda", local)
+    torch.manual_seed(5)
+    model = Gpt(args.vocab, args.d_model, args.layers, args.heads, args.d_ff,
+                args.seq).to(device)
+    params = sum(p.numel() for p in model.parameters())
+    model = DDP(model, device_ids=[local])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
+                                  fused=True)
+    # The ids are below 32768, so int16 reads them as the uint16 file holds them.
+    with open(args.tokens, "rb") as f:
+        data = torch.frombuffer(bytearray(f.read()), dtype=torch.int16).to(torch.int64)
+    windows = (len(data) - 1) // args.seq
+    generator = torch.Generator().manual_seed(rank)
+
+    def batch():
+        starts = torch.randint(0, windows, (args.batch,), generator=generator) * args.seq
+        x = torch.stack([data[s:s + args.seq] for s in starts.tolist()])
+        y = torch.stack([data[s + 1:s + args.seq + 1] for s in starts.tolist()])
+        return (x.pin_memory().to(device, non_blocking=True),
+                y.pin_memory().to(device, non_blocking=True))
+
+    start = None
+    for step in range(args.steps):
+        if step == args.warmup:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        x, y = batch()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, args.vocab).float(), y.view(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    measured = args.steps - args.warmup
+    tokens = measured * args.batch * args.seq * world
+    if rank == 0:
+        print("BENCH_RESULT " + json.dumps({
+            "tokens_per_sec": tokens / seconds,
+            "step_ms": 1000 * seconds / measured,
+            "parameters": params,
+            "final_loss": float(loss.item()),
+            "torch": torch.__version__,
+        }), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
