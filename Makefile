@@ -60,7 +60,7 @@ torch2-deps: deps
 # holds a protoc and protobuf headers of its own (cmake/torch_flavour.cmake).
 configure-torch2: torch2-deps
 	@cmake -S . -B $(TORCH2_BUILD) $(CMAKE_FLAGS) -DTRAINCTL_CUDA=ON \
-	  -DTorch_DIR="$$($(TORCH2_PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch" \
+	  -DTorch_DIR="$$($(TORCH2_PYTHON) -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch" \
 	  > $(TORCH2_BUILD).configure.log 2>&1 || (cat $(TORCH2_BUILD).configure.log; exit 1)
 
 build-torch2: configure-torch2

@@ -80,20 +80,25 @@ def main():
     p.add_argument("--batch", type=int, default=8, help="sequences per GPU per step")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: Gloo on the CPU, to check the plumbing")
     args = p.parse_args()
 
-    dist.init_process_group("nccl")
+    cuda = args.device == "cuda"
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", 0))
-    torch.cuda.set_device(local)
-    device = torch.device("cuda", local)
+    if cuda:
+        torch.cuda.set_device(local)
+    device = torch.device("cuda", local) if cuda else torch.device("cpu")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     torch.manual_seed(5)
     model = Gpt(args.vocab, args.d_model, args.layers, args.heads, args.d_ff,
                 args.seq).to(device)
     params = sum(p.numel() for p in model.parameters())
-    model = DDP(model, device_ids=[local])
+    model = DDP(model, device_ids=[local] if cuda else None)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
-                                  fused=True)
+                                  fused=cuda)
     # The ids are below 32768, so int16 reads them as the uint16 file holds them.
     with open(args.tokens, "rb") as f:
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.int16).to(torch.int64)
@@ -104,22 +109,24 @@ def main():
         starts = torch.randint(0, windows, (args.batch,), generator=generator) * args.seq
         x = torch.stack([data[s:s + args.seq] for s in starts.tolist()])
         y = torch.stack([data[s + 1:s + args.seq + 1] for s in starts.tolist()])
+        if not cuda:
+            return x, y
         return (x.pin_memory().to(device, non_blocking=True),
                 y.pin_memory().to(device, non_blocking=True))
 
     start = None
     for step in range(args.steps):
         if step == args.warmup:
-            torch.cuda.synchronize()
+            sync()
             start = time.perf_counter()
         x, y = batch()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(args.device, dtype=torch.bfloat16):
             logits = model(x)
             loss = F.cross_entropy(logits.view(-1, args.vocab).float(), y.view(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    torch.cuda.synchronize()
+    sync()
     seconds = time.perf_counter() - start
     measured = args.steps - args.warmup
     tokens = measured * args.batch * args.seq * world

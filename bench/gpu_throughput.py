@@ -18,12 +18,17 @@ model FLOP utilisation for both: 6 * N * tokens/s + the attention's
 embeddings), over that peak.
 
 Writes DIR/gpu_throughput.json after every stage (what finished stays when
-a later stage fails) and prints a summary. Uses the Python that has torch.
+a later stage fails), keeps each trainctl run's daemon logs and events in
+DIR/trainctl-N/, and prints a summary. Uses the Python that has torch.
+`--device cpu` runs both sides on the CPU with a small model, to check the
+plumbing (no peak, no MFU; the two sides' thread counts differ, so its
+ratio means nothing).
 """
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +55,9 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cpu: both sides on the CPU, to check the plumbing "
+                        "with a small --layers/--d-model/--seq (no peak, no MFU)")
     a = p.parse_args()
     a.bin = os.path.abspath(a.bin)
     a.threads = 4
@@ -103,12 +111,14 @@ def job_spec(a, tokens):
         "optimizer": {"type": "adamw", "lr": 3e-4, "weight_decay": 0.01},
         "training": {"batch_size": a.batch, "max_steps": a.steps,
                      "log_every_steps": a.log_every, "precision": "bf16",
-                     "device": "cuda", "epochs": 100},
+                     "device": a.device, "epochs": 100},
     }
 
 
 def run_trainctl(a, tokens, workdir, tag):
-    logdir = os.path.join(workdir, tag)
+    # The daemons' logs and the job's events stay with the results.
+    logdir = os.path.join(a.out, tag)
+    shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
     a.workdir = workdir
     cluster = Cluster(a, 1, logdir)
@@ -140,7 +150,7 @@ def run_trainctl(a, tokens, workdir, tag):
         cluster.stop()
 
 
-def run_ddp(a, tokens):
+def run_ddp(a, tokens, tag):
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
     cmd = torchrun + ["--standalone", "--nproc_per_node", "1",
                       os.path.join(REPO, "bench", "gpu_ddp_peer.py"),
@@ -148,8 +158,11 @@ def run_ddp(a, tokens):
                       "--layers", str(a.layers), "--d-model", str(a.d_model),
                       "--heads", str(a.heads), "--d-ff", str(a.d_ff),
                       "--seq", str(a.seq), "--batch", str(a.batch),
-                      "--steps", str(a.steps), "--warmup", str(a.log_every)]
+                      "--steps", str(a.steps), "--warmup", str(a.log_every),
+                      "--device", a.device]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    with open(os.path.join(a.out, tag + ".log"), "w") as f:
+        f.write(r.stdout + r.stderr)
     for line in r.stdout.splitlines():
         if line.startswith("BENCH_RESULT "):
             return json.loads(line[len("BENCH_RESULT "):])
@@ -162,9 +175,16 @@ def main():
     results = Results(os.path.join(a.out, "gpu_throughput.json"))
     results.data["config"] = {k: v for k, v in vars(a).items() if k != "bin"}
     results.data["flops_per_token"] = flops_per_token(a)
-    peak = matmul_peak_tflops()
+    peak = matmul_peak_tflops() if a.device == "cuda" else None
     results.put("peak", {"bf16_matmul_tflops": peak})
     workdir = tempfile.mkdtemp(prefix="gpu_throughput.")
+    try:
+        return measure(a, results, peak, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def measure(a, results, peak, workdir):
     import array
     import torch
     tokens = os.path.join(workdir, "tokens.u16")
@@ -179,7 +199,7 @@ def main():
         for side in ("trainctl", "ddp"):
             try:
                 r = (run_trainctl(a, tokens, workdir, f"trainctl-{run}")
-                     if side == "trainctl" else run_ddp(a, tokens))
+                     if side == "trainctl" else run_ddp(a, tokens, f"ddp-{run}"))
                 (ours if side == "trainctl" else peer).append(r)
             except (BenchError, subprocess.TimeoutExpired, OSError) as e:
                 results.put(f"{side}-{run}-error", str(e)[-4000:])
@@ -190,7 +210,8 @@ def main():
         if runs:
             rate = statistics.median(r["tokens_per_sec"] for r in runs)
             summary[name] = {"tokens_per_sec": rate,
-                             "mfu": rate * results.data["flops_per_token"] / (peak * 1e12)}
+                             "mfu": rate * results.data["flops_per_token"] / (peak * 1e12)
+                             if peak else None}
     if "trainctl" in summary and "ddp" in summary:
         summary["ratio_trainctl_over_ddp"] = (summary["trainctl"]["tokens_per_sec"] /
                                               summary["ddp"]["tokens_per_sec"])

@@ -28,39 +28,22 @@ std::string Needs(const PendingJob& job, const char* what) {
                             ")");
 }
 
-// Packs `world` ranks onto GPU slots, most free first.
-Placement PlaceOnGpus(const std::string& id, int world,
-                      std::vector<WorkerSlots>& free) {
-  std::sort(free.begin(), free.end(), [](const WorkerSlots& a, const WorkerSlots& b) {
-    if (a.free_gpu_slots != b.free_gpu_slots) return a.free_gpu_slots > b.free_gpu_slots;
+// Packs `world` ranks onto the workers with the most free slots of the kind
+// the job takes (GPU slots for a GPU job), ties by name. A CPU job fills a
+// worker's slots without a GPU before those with one.
+Placement Place(const std::string& id, int world, bool gpu,
+                std::vector<WorkerSlots>& free) {
+  const auto room = [gpu](const WorkerSlots& w) {
+    return gpu ? w.free_gpu_slots : w.free_slots;
+  };
+  std::sort(free.begin(), free.end(), [&](const WorkerSlots& a, const WorkerSlots& b) {
+    if (room(a) != room(b)) return room(a) > room(b);
     return a.name < b.name;
   });
-  Placement placement{id, {}, {}, /*gpu=*/true};
+  Placement placement{id, {}, {}, gpu};
   for (auto& w : free) {
-    while (w.free_gpu_slots > 0 &&
-           static_cast<int>(placement.rank_workers.size()) < world) {
-      placement.rank_workers.push_back(w.name);
-      placement.on_gpu_slot.push_back(true);
-      --w.free_gpu_slots;
-      --w.free_slots;
-    }
-  }
-  return placement;
-}
-
-// Packs `world` ranks onto any slots, most free first; on each worker the
-// slots without a GPU go before those with one.
-Placement PlaceOnAnySlots(const std::string& id, int world,
-                          std::vector<WorkerSlots>& free) {
-  std::sort(free.begin(), free.end(), [](const WorkerSlots& a, const WorkerSlots& b) {
-    if (a.free_slots != b.free_slots) return a.free_slots > b.free_slots;
-    return a.name < b.name;
-  });
-  Placement placement{id, {}, {}, /*gpu=*/false};
-  for (auto& w : free) {
-    while (w.free_slots > 0 &&
-           static_cast<int>(placement.rank_workers.size()) < world) {
-      const bool gpu_slot = w.free_slots <= w.free_gpu_slots;
+    while (room(w) > 0 && static_cast<int>(placement.rank_workers.size()) < world) {
+      const bool gpu_slot = gpu || w.free_slots <= w.free_gpu_slots;
       placement.rank_workers.push_back(w.name);
       placement.on_gpu_slot.push_back(gpu_slot);
       if (gpu_slot) --w.free_gpu_slots;
@@ -103,12 +86,12 @@ ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
     }
     const int gpu_world = job.device == "cpu" ? 0 : WorldFor(job, available_gpu);
     if (gpu_world > 0) {
-      result.placements.push_back(PlaceOnGpus(job.id, gpu_world, free));
+      result.placements.push_back(Place(job.id, gpu_world, /*gpu=*/true, free));
       continue;
     }
     const int cpu_world = job.device == "cuda" ? 0 : WorldFor(job, available);
     if (cpu_world > 0) {
-      result.placements.push_back(PlaceOnAnySlots(job.id, cpu_world, free));
+      result.placements.push_back(Place(job.id, cpu_world, /*gpu=*/false, free));
       continue;
     }
     if (free.empty()) {

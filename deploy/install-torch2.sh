@@ -13,7 +13,7 @@ version="${2:-2.11.0}"
 
 python="${venv}/bin/python"
 if [ -x "$python" ] &&
-   [ "$("$python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" = "$version" ]; then
+   [ "$("$python" -W ignore -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)" = "$version" ]; then
   exit 0
 fi
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
@@ -24,4 +24,4 @@ echo "trainctl: installing torch==${version} into ${venv} (a few GB with its CUD
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$python" -m pip install --quiet --disable-pip-version-check "torch==${version}"
-"$python" -c 'import torch; print("trainctl: torch", torch.__version__, "CUDA", torch.version.cuda)'
+"$python" -W ignore -c 'import torch; print("trainctl: torch", torch.__version__, "CUDA", torch.version.cuda)'

@@ -11,6 +11,7 @@
 
 #include "common/spec.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/integration/parameter_difference.h"
 #include "worker/train/collective_group.h"
 #include "worker/train/trainer.h"
 
@@ -97,18 +98,6 @@ class GpuTrainingTest : public GpuTest {
   std::mutex mu_;
   std::vector<v1::Checkpoint> checkpoints_;
 };
-
-double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
-                             const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  EXPECT_FALSE(a.empty());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const double scale = std::max(b[i].abs().max().item<double>(), 1e-12);
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
-  }
-  return worst;
-}
 
 TEST_F(GpuTrainingTest, TwoRanksOnOneGpuOverGlooEqualOneRankWithTheDoubledBatch) {
   const std::string training = "{batch_size: 64, max_steps: 12, device: cuda}";

@@ -9,6 +9,7 @@
 #include <future>
 
 #include "common/spec.h"
+#include "tests/integration/parameter_difference.h"
 #include "worker/train/collective_group.h"
 #include "worker/train/trainer.h"
 
@@ -54,20 +55,6 @@ std::vector<TrainResult> RunRanks(const v1::JobSpec& spec) {
   std::vector<TrainResult> results;
   for (auto& f : futures) results.push_back(f.get());
   return results;
-}
-
-// max over tensors of max|a - b| / max|b|
-double MaxRelativeDifference(const std::vector<torch::Tensor>& a,
-                             const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  EXPECT_FALSE(a.empty());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    const double scale = b[i].abs().max().item<double>();
-    const double diff = (a[i] - b[i]).abs().max().item<double>();
-    worst = std::max(worst, diff / std::max(scale, 1e-12));
-  }
-  return worst;
 }
 
 // Adam-family updates divide by sqrt(v): a gradient that is nearly zero by
