@@ -33,8 +33,12 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
   torch::NoGradGuard no_grad;
   model.SetTraining(false);
   const Range slice = EvalSlice(data.size(), rank, world_size);
-  // Sums: loss, correct predictions, loss terms counted (samples or tokens).
-  double loss_sum = 0, correct = 0, count = 0;
+  // Sums of the loss and of correct predictions, kept on the device (float64)
+  // and read once at the end, so a GPU is not stopped every batch; and the
+  // loss terms counted (samples or tokens), known from the shapes.
+  torch::Tensor sums = torch::zeros({2}, torch::dtype(torch::kFloat64).device(device));
+  torch::Tensor loss_sum_d = sums[0], correct_d = sums[1];
+  double count = 0;
   for (int64_t begin = slice.begin; begin < slice.end; begin += batch_size) {
     std::vector<int64_t> indices(std::min(batch_size, slice.end - begin));
     std::iota(indices.begin(), indices.end(), begin);
@@ -43,25 +47,28 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
     torch::Tensor y = batch.targets.to(device);
     torch::Tensor out = model.Forward(x).to(torch::kFloat32);
     if (task == "language_model") {
-      loss_sum += F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape(-1),
-                                   F::CrossEntropyFuncOptions().reduction(torch::kSum))
-                      .item<double>();
+      loss_sum_d.add_(F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape(-1),
+                                       F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                          .to(torch::kFloat64));
       count += y.numel();
     } else if (task == "regression") {
-      loss_sum += F::mse_loss(out.reshape(y.sizes()), y.to(torch::kFloat32),
-                              F::MSELossFuncOptions().reduction(torch::kSum))
-                      .item<double>() /
-                  std::max<int64_t>(1, y.numel() / y.size(0));
+      loss_sum_d.add_(F::mse_loss(out.reshape(y.sizes()), y.to(torch::kFloat32),
+                                  F::MSELossFuncOptions().reduction(torch::kSum))
+                          .to(torch::kFloat64) /
+                      double(std::max<int64_t>(1, y.numel() / y.size(0))));
       count += y.size(0);
     } else {
-      loss_sum += F::cross_entropy(out, y,
-                                   F::CrossEntropyFuncOptions().reduction(torch::kSum))
-                      .item<double>();
-      correct += out.argmax(1).eq(y).sum().item<double>();
+      loss_sum_d.add_(F::cross_entropy(out, y,
+                                       F::CrossEntropyFuncOptions().reduction(torch::kSum))
+                          .to(torch::kFloat64));
+      correct_d.add_(out.argmax(1).eq(y).sum().to(torch::kFloat64));
       count += y.size(0);
     }
   }
   model.SetTraining(true);
+  const torch::Tensor host_sums = sums.cpu();
+  const double loss_sum = host_sums[0].item<double>();
+  const double correct = host_sums[1].item<double>();
   const double eval_ms = std::chrono::duration<double, std::milli>(
                              std::chrono::steady_clock::now() - start)
                              .count();
