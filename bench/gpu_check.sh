@@ -112,7 +112,7 @@ fi
 # --- 03: the GPU tests
 if timeout "$(left)" "$build/bin/gpu_test" --gtest_output="xml:$out/03-gpu-tests.xml" \
      > "$out/03-gpu-tests.txt" 2>&1; then
-  stage 03-gpu-tests "ok ($(grep -c '^\[       OK \]' "$out/03-gpu-tests.txt") passed, $(grep -c '^\[  SKIPPED \]' "$out/03-gpu-tests.txt") skipped)"
+  stage 03-gpu-tests "ok ($(grep -c '^\[       OK \] .* ([0-9]* ms)$' "$out/03-gpu-tests.txt") passed, $(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$out/03-gpu-tests.txt") skipped)"
 else
   grep -E '^\[  FAILED  \]|Failure|error' "$out/03-gpu-tests.txt" | head -20
   stage 03-gpu-tests "FAIL (see 03-gpu-tests.txt)"

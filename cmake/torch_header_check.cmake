@@ -62,7 +62,8 @@ if(NOT TRAINCTL_TORCH_HEADERS_CHECKED STREQUAL _check_key)
       endif()
     endforeach()
   endif()
-  separate_arguments(_torch_cxx_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+  # The project's own flags too: an -I there goes before every -isystem.
+  separate_arguments(_torch_cxx_flags UNIX_COMMAND "${TORCH_CXX_FLAGS} ${CMAKE_CXX_FLAGS}")
   execute_process(
     COMMAND ${CMAKE_CXX_COMPILER} ${_flags} ${_torch_cxx_flags} "${_probe}"
     OUTPUT_VARIABLE _deps ERROR_VARIABLE _err RESULT_VARIABLE _rc)
