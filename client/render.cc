@@ -279,11 +279,16 @@ std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
     }
     rows.push_back(
         {w.name(), w.host(), absl::StrCat(w.slots_free(), "/", w.slots_total()),
+         w.gpu_slots_total() == 0
+             ? "-"
+             : absl::StrCat(w.gpu_slots_free(), "/", w.gpu_slots_total()),
          w.devices().empty() ? "-" : absl::StrJoin(w.devices(), ","), heartbeat,
          running.empty() ? "-" : absl::StrJoin(running, " ")});
   }
-  return RenderTable(
-      {"NAME", "ADDRESS", "SLOTS", "DEVICES", "LAST HEARTBEAT", "RUNNING"}, rows);
+  // SLOTS and GPU SLOTS: free/total.
+  return RenderTable({"NAME", "ADDRESS", "SLOTS", "GPU SLOTS", "DEVICES",
+                      "LAST HEARTBEAT", "RUNNING"},
+                     rows);
 }
 
 std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,

@@ -111,6 +111,10 @@ std::vector<v1::WorkerInfo> WorkerRegistry::Describe() const {
     info.set_host(w.info.collective_host());
     info.set_slots_total(w.info.slots());
     info.set_slots_free(w.info.slots() - static_cast<int>(w.ranks.size()));
+    info.set_gpu_slots_total(w.info.gpu_slots());
+    info.set_gpu_slots_free(std::max(
+        0, std::min(info.slots_free(),
+                    w.info.gpu_slots() - static_cast<int>(w.on_gpu_slots.size()))));
     for (const auto& d : w.info.devices()) info.add_devices(d);
     info.set_last_heartbeat_unix_ms(w.last_heartbeat_ms);
     for (const auto& r : w.ranks) {

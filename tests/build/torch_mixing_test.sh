@@ -24,10 +24,11 @@ expect_refused() {  # expect_refused NAME TEXT EXTRA-ARGS...
   local name=$1 text=$2; shift 2
   if configure "$name" "$@"; then
     echo "FAIL: $name: configured"; fail=1
-  elif ! grep -q -- "$text" "$tmp/$name.log"; then
+  # CMake wraps a message's lines where the paths in it make it long.
+  elif ! tr -s ' \n' '  ' < "$tmp/$name.log" | grep -q -- "$text"; then
     echo "FAIL: $name: no '$text' in:"; tail -20 "$tmp/$name.log"; fail=1
   else
-    echo "ok: $name refused: $(grep -m1 -o -- "$text.*" "$tmp/$name.log")"
+    echo "ok: $name refused: ... $text ..."
   fi
 }
 

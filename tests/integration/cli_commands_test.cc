@@ -299,9 +299,10 @@ TEST_F(CliCommandsTest, SubmitDryRunSetAndNameThenWorkersListAndCancel) {
   EXPECT_THAT(workers.output,
               HasSubstr("NAME  ADDRESS"));
   for (const v1::RankInfo& rank : job.ranks()) {
+    // SLOTS 0/1, GPU SLOTS - (none), DEVICES, LAST HEARTBEAT, RUNNING.
     EXPECT_TRUE(std::regex_search(
         workers.output,
-        std::regex(rank.worker() + " +" + rank.host() + " +0/1 +[^ ]+ +[0-9]+s ago +" +
+        std::regex(rank.worker() + " +" + rank.host() + " +0/1 +- +[^ ]+ +[0-9]+s ago +" +
                    id + ":" + std::to_string(rank.rank()))))
         << workers.output;
   }

@@ -86,6 +86,8 @@ TEST(WorkersRenderTest, AddressSlotsHeartbeatAndRunningAsJobRanks) {
   w->set_host("10.0.0.1");
   w->set_slots_total(4);
   w->set_slots_free(1);
+  w->set_gpu_slots_total(2);
+  w->set_gpu_slots_free(0);
   w->add_devices("cuda:0");
   w->add_devices("cuda:1");
   w->set_last_heartbeat_unix_ms(kT0 + 7'000);
@@ -98,10 +100,10 @@ TEST(WorkersRenderTest, AddressSlotsHeartbeatAndRunningAsJobRanks) {
   idle->set_slots_total(2);
   idle->set_slots_free(2);
   EXPECT_EQ(RenderWorkerTable(response, Ctx()),
-            "NAME    ADDRESS   SLOTS  DEVICES        LAST HEARTBEAT  RUNNING\n"
-            "node-a  10.0.0.1  1/4    cuda:0,cuda:1  3s ago          "
+            "NAME    ADDRESS   SLOTS  GPU SLOTS  DEVICES        LAST HEARTBEAT  RUNNING\n"
+            "node-a  10.0.0.1  1/4    0/2        cuda:0,cuda:1  3s ago          "
             "job-4:0,1 job-9:3\n"
-            "node-b  10.0.0.2  2/2    -              -               -\n");
+            "node-b  10.0.0.2  2/2    -          -              -               -\n");
 }
 
 TEST(DryRunRenderTest, WhereItWouldRunOrWhyItWouldWaitAndTheShardPlan) {

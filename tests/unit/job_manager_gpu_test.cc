@@ -52,6 +52,12 @@ TEST_F(JobManagerGpuTest, SecondCudaJobWaitsForTheGpusThenStarts) {
   EXPECT_EQ(jobs_.Get(second.id())->state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(jobs_.Get(second.id())->pending_reason(),
             "needs 1 GPU slots; 0 of 1 registered GPU slots free");
+  for (const v1::WorkerInfo& w : jobs_.Workers()) {
+    if (w.name() == "gpu-node") {
+      EXPECT_EQ(w.gpu_slots_total(), 1);
+      EXPECT_EQ(w.gpu_slots_free(), 0);
+    }
+  }
   Exit("gpu-node", first.id(), 0, 0);
   EXPECT_EQ(jobs_.Get(first.id())->state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(jobs_.Get(second.id())->state(), v1::JOB_STATE_RUNNING);

@@ -18,7 +18,6 @@
 #include "common/log.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/agent/process_hardening.h"
-#include "common/rank_exit.h"
 #include "common/utf8_sanitize.h"
 #include "worker/train/heap_reuse.h"
 
@@ -348,10 +347,10 @@ void Agent::StartRank(const v1::RankAssignment& a) {
       if (gpu) rank_gpus_[id] = *gpu;
     }
     if (!gpu) {
-      // The coordinator counts this worker's GPU slots; it never sends more
-      // GPU ranks than there are, unless the two disagree after a restart.
-      OnRankExit(id, kRankExitConfigError,
-                 "this worker has no free GPU slot for the rank (its --gpus)");
+      // The coordinator counts this worker's GPU slots and never sends more
+      // GPU ranks than there are; were the two ever to disagree, the job
+      // restarts (exit 1) rather than failing for good.
+      OnRankExit(id, 1, "this worker has no free GPU slot for the rank (its --gpus)");
       return;
     }
     request.set_cuda_visible_devices(*gpu);
