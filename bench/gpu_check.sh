@@ -10,7 +10,8 @@
 #                               build-gpu-debs/ (about 21 MiB, git-ignored)
 #
 # For a node without the project's -dev packages: the .debs in
-# build-gpu-debs/ are unpacked into build-gpu-debs/prefix (never into /) and
+# build-gpu-debs/ are unpacked into build-gpu-prefix/ (never into /; the
+# folder carried to a GPU node stays the .debs alone, 22 MiB) and
 # the build finds them there. The torch is the one `python3` (or
 # $TORCH_PYTHON) imports. Every stage writes OUT/NN-*.txt before the next
 # starts, and OUT/summary.txt says which passed, so a failure late leaves
@@ -65,7 +66,7 @@ stage 00-env ok
 # --- 01: the build's dependencies, from the carried .debs when there are any
 prefix_args=()
 if compgen -G "$debs/*.deb" > /dev/null; then
-  prefix="$debs/prefix"
+  prefix="$repo/build-gpu-prefix"
   rm -rf "$prefix"; mkdir -p "$prefix"
   for deb in "$debs"/*.deb; do
     if command -v dpkg-deb > /dev/null; then
