@@ -21,7 +21,7 @@ class RendezvousStore : public c10d::Store {
                   std::string job_id, int generation, std::string key,
                   std::chrono::milliseconds timeout);
 
-  // Another store on the same stub, scope and key (c10d hands one to each
+  // Another store sharing this one's connection, scope and key (c10d hands one to each
   // thread that needs its own).
   c10::intrusive_ptr<c10d::Store> clone() TRAINCTL_STORE_CLONE_OVERRIDE;
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
