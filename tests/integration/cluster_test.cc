@@ -171,8 +171,8 @@ TEST_F(ClusterTest, MissingDataFileFailsJobWithClearReason) {
 TEST(CliTest, UnreachableCoordinatorSaysWhereItLooked) {
   std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
                                 "--coordinator", "127.0.0.1:1", "list"};
-  char tmpl[] = "/tmp/trainctl-cli-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const ScopedTempDir temp("trainctl-cli");
+  const std::string& dir = temp.path();
   Process cli(argv, dir + "/out");
   EXPECT_EQ(cli.Wait(seconds(60)), 3);
   std::ifstream in(dir + "/out");

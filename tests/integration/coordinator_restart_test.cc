@@ -77,8 +77,8 @@ TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
 }
 
 TEST(CoordinatorRestartTest, UnreadableStateRefusesToStart) {
-  char tmpl[] = "/tmp/trainctl-restart-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const ScopedTempDir temp("trainctl-restart");
+  const std::string& dir = temp.path();
   const std::string db = dir + "/coordinator.db";
   std::ofstream(db) << std::string(8192, '#');
   Process coordinator({std::string(TRAINCTL_BIN_DIR) + "/trainctl-coordinator",

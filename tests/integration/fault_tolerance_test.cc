@@ -29,12 +29,6 @@ constexpr int kTrainSamples = 9600;
 constexpr int kBatch = 96;  // splits evenly over 3 and 2 ranks
 constexpr int kStepsPerEpoch = kTrainSamples / kBatch;
 
-std::string TempDir(const std::string& name) {
-  std::string pattern = "/tmp/" + name + ".XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp";
-  return pattern;
-}
-
 std::string Spec(int ranks, const std::string& checkpoint_dir,
                  const std::string& fault_tolerance) {
   return "name: ft\nranks: " + std::to_string(ranks) +
@@ -155,8 +149,9 @@ class ScopedEnv {
 };
 
 TEST(FaultToleranceTest, KilledWorkerRestartsOnTwoWorkersWithExactlyOnceData) {
-  const std::string samples = TempDir("ft-samples");
-  const std::string checkpoints = TempDir("ft-ckpt");
+  const ScopedTempDir samples_dir("ft-samples"), checkpoints_dir("ft-ckpt");
+  const std::string& samples = samples_dir.path();
+  const std::string& checkpoints = checkpoints_dir.path();
   std::unique_ptr<LocalCluster> cluster;
   {
     ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples);
@@ -207,7 +202,8 @@ TEST(FaultToleranceTest, KilledWorkerRestartsOnTwoWorkersWithExactlyOnceData) {
 }
 
 TEST(FaultToleranceTest, HungRankIsNamedAndTheJobRecovers) {
-  const std::string checkpoints = TempDir("ft-ckpt");
+  const ScopedTempDir checkpoints_dir("ft-ckpt");
+  const std::string& checkpoints = checkpoints_dir.path();
   std::unique_ptr<LocalCluster> cluster;
   {
     ScopedEnv fault("TRAINCTL_FAULT", "hang:rank=1,step=30");
@@ -227,7 +223,8 @@ TEST(FaultToleranceTest, HungRankIsNamedAndTheJobRecovers) {
 }
 
 TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
-  const std::string checkpoints = TempDir("ft-ckpt");
+  const ScopedTempDir checkpoints_dir("ft-ckpt");
+  const std::string& checkpoints = checkpoints_dir.path();
   std::unique_ptr<LocalCluster> cluster;
   {
     ScopedEnv fault("TRAINCTL_FAULT", "crash_in_checkpoint:rank=0,step=40");
@@ -252,7 +249,8 @@ TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
 }
 
 TEST(FaultToleranceTest, CoordinatorKilledMidJobReadoptsTheRunningRanks) {
-  const std::string checkpoints = TempDir("ft-ckpt");
+  const ScopedTempDir checkpoints_dir("ft-ckpt");
+  const std::string& checkpoints = checkpoints_dir.path();
   LocalCluster cluster(2, 1, 1);
   v1::Job job = cluster.Submit(Spec(2, checkpoints, "{}"));
   v1::Job mid = cluster.WaitForJob(

@@ -85,8 +85,6 @@ int Process::Wait(std::chrono::milliseconds timeout) {
 LocalCluster::LocalCluster(int workers, int slots, int cpus,
                            ClusterOptions options)
     : options_(std::move(options)) {
-  char tmpl[] = "/tmp/trainctl-test-XXXXXX";
-  dir_ = mkdtemp(tmpl);
   const std::string bin = TRAINCTL_BIN_DIR;
   // Never the user's default state dir: every cluster starts empty.
   if (options_.state_dir.empty()) options_.state_dir = dir_ + "/state";

@@ -15,6 +15,7 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
+#include "tests/common/scoped_temp_dir.h"
 #include "trainctl/v1/jobs.grpc.pb.h"
 
 namespace trainctl::testing {
@@ -133,9 +134,11 @@ class LocalCluster {
   // Starts the coordinator listening on `listen`; sets address_ and stub_.
   bool StartCoordinator(const std::string& listen);
 
+  // First, so it is removed last: after every process has stopped.
+  ScopedTempDir temp_dir_{"trainctl-test"};
   ClusterOptions options_;
   int coordinator_starts_ = 0;
-  std::string dir_;
+  std::string dir_ = temp_dir_.path();
   std::string address_;
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> workers_;

@@ -19,6 +19,10 @@ namespace {
 
 using Outcome = DecodedFileCache::Outcome;
 
+// Whatever the test machine's disk has free, copies are made: only the
+// free-space test below depends on it, through a reserve no disk has.
+constexpr int64_t kNoReserve = 0;
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -67,7 +71,7 @@ class DecodedCacheTest : public ::testing::Test {
   DecodedFileCache::Resolved ExpectReadInPlace(const std::string& source,
                                                Outcome outcome,
                                                int64_t limit = 64 << 20) {
-    DecodedFileCache cache(cache_dir_, limit);
+    DecodedFileCache cache(cache_dir_, limit, kNoReserve);
     DecodedFileCache::Resolved resolved = cache.Resolve(source);
     EXPECT_EQ(resolved.outcome, outcome) << resolved.note;
     EXPECT_EQ(resolved.path, source);
@@ -86,7 +90,7 @@ TEST_F(DecodedCacheTest, StoresOnFirstUseThenHits) {
   const std::string source = root_ + "/train-images-idx3-ubyte.gz";
   const std::string content = Pattern(1, 3 << 20);
   WriteGzip(source, content);
-  DecodedFileCache cache(cache_dir_, 64 << 20);
+  DecodedFileCache cache(cache_dir_, 64 << 20, kNoReserve);
 
   const auto first = cache.Resolve(source);
   EXPECT_EQ(first.outcome, Outcome::kStored) << first.note;
@@ -109,7 +113,7 @@ TEST_F(DecodedCacheTest, StoresOnFirstUseThenHits) {
 TEST_F(DecodedCacheTest, ChangedSourceIsAMissNeverStaleData) {
   const std::string source = root_ + "/labels.gz";
   WriteGzip(source, "version one");
-  DecodedFileCache cache(cache_dir_, 64 << 20);
+  DecodedFileCache cache(cache_dir_, 64 << 20, kNoReserve);
   const auto old_copy = cache.Resolve(source);
   ASSERT_EQ(old_copy.outcome, Outcome::kStored);
   // Replaced in place by a newer file of the same name.
@@ -124,7 +128,7 @@ TEST_F(DecodedCacheTest, ChangedSourceIsAMissNeverStaleData) {
 TEST_F(DecodedCacheTest, SameSizeRewriteInPlaceIsAMiss) {
   const std::string source = root_ + "/same-size.gz";
   WriteGzip(source, "AAAA");
-  DecodedFileCache cache(cache_dir_, 64 << 20);
+  DecodedFileCache cache(cache_dir_, 64 << 20, kNoReserve);
   const auto old_copy = cache.Resolve(source);
   ASSERT_EQ(old_copy.outcome, Outcome::kStored);
   // Same inode, same compressed size, then the old mtime put back (as
@@ -160,7 +164,8 @@ TEST_F(DecodedCacheTest, EvictionNeverTouchesFilesItDidNotWrite) {
   MakeCacheDir(0700);
   const std::string precious = cache_dir_ + "/my-dataset.bin";
   std::ofstream(precious) << Pattern(6, 4 << 20);
-  DecodedFileCache cache(cache_dir_, 1 << 20);  // already over the limit
+  // Already over the limit.
+  DecodedFileCache cache(cache_dir_, 1 << 20, kNoReserve);
   const std::string source = root_ + "/small.gz";
   WriteGzip(source, "small");
   EXPECT_EQ(cache.Resolve(source).outcome, Outcome::kStored);
@@ -198,7 +203,7 @@ TEST_F(DecodedCacheTest, UnusableDirectoryFallsBackToTheSource) {
   WriteGzip(source, "abc");
   // A file where the directory should be: fails for root too.
   std::ofstream(root_ + "/locked") << "a file";
-  DecodedFileCache cache(root_ + "/locked/cache", 64 << 20);
+  DecodedFileCache cache(root_ + "/locked/cache", 64 << 20, kNoReserve);
   const auto resolved = cache.Resolve(source);
   EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
   EXPECT_EQ(resolved.path, source);
@@ -212,8 +217,21 @@ TEST_F(DecodedCacheTest, FileLargerThanTheLimitIsNotCached) {
   EXPECT_NE(resolved.note.find("2 MiB"), std::string::npos) << resolved.note;
 }
 
+TEST_F(DecodedCacheTest, CopyThatWouldFillTheDiskIsNotMade) {
+  const std::string source = root_ + "/needs-room.gz";
+  WriteGzip(source, Pattern(7, 1 << 20));
+  DecodedFileCache cache(cache_dir_, 64 << 20, int64_t{1} << 60);
+  const auto resolved = cache.Resolve(source);
+  EXPECT_EQ(resolved.outcome, Outcome::kBypassed);
+  EXPECT_EQ(resolved.path, source);
+  EXPECT_NE(resolved.note.find("MiB free in " + cache_dir_), std::string::npos)
+      << resolved.note;
+  EXPECT_TRUE(Entries(cache_dir_).empty());
+}
+
 TEST_F(DecodedCacheTest, LeastRecentlyUsedCopiesGoFirstOverTheLimit) {
-  DecodedFileCache cache(cache_dir_, 5 << 20);  // room for two 2 MiB copies
+  // Room for two 2 MiB copies.
+  DecodedFileCache cache(cache_dir_, 5 << 20, kNoReserve);
   std::vector<std::string> sources, copies;
   for (int i = 0; i < 3; ++i) {
     sources.push_back(root_ + "/f" + std::to_string(i) + ".gz");
@@ -240,7 +258,8 @@ TEST_F(DecodedCacheTest, ConcurrentMissesAllGetTheWholeFile) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < 4; ++r) {
     ranks.emplace_back([&, r] {
-      DecodedFileCache cache(cache_dir_, 64 << 20);  // one per rank process
+      // One per rank process.
+      DecodedFileCache cache(cache_dir_, 64 << 20, kNoReserve);
       paths[r] = cache.Resolve(source).path;
     });
   }

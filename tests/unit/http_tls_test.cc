@@ -24,6 +24,7 @@
 #include "coordinator/http/http_server.h"
 #include "http_get.h"
 #include "self_signed_cert.h"
+#include "tests/common/scoped_temp_dir.h"
 
 namespace trainctl::coordinator::http {
 namespace {
@@ -250,8 +251,8 @@ TEST_F(HttpTlsTest, SpeaksTls12AndNewerOnly) {
 }
 
 TEST(HttpTlsOptions, RefusesUnusableCertificatesNamingTheFile) {
-  char tmpl[] = "/tmp/trainctl-tls-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const trainctl::testing::ScopedTempDir temp("trainctl-tls");
+  const std::string& dir = temp.path();
   const PemFiles a = WriteSelfSigned(dir, "a");
   const PemFiles b = WriteSelfSigned(dir, "b");
   const auto start = [](const std::string& cert, const std::string& key) {

@@ -13,6 +13,7 @@
 #include "common/pki.h"
 #include "coordinator/auth/cluster_files.h"
 #include "coordinator/auth/token_store.h"
+#include "tests/common/scoped_temp_dir.h"
 
 namespace trainctl {
 namespace {
@@ -84,16 +85,13 @@ TEST(PkiTest, TamperedOrGarbageInputIsRefused) {
 
 class ClusterFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/trainctl-pki-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
   static mode_t Mode(const std::string& path) {
     struct stat st;
     EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
     return st.st_mode & 0777;
   }
-  std::string dir_;
+  const testing::ScopedTempDir temp_{"trainctl-pki"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(ClusterFilesTest, InitMakesPrivateFilesOnceAndKeepsThem) {

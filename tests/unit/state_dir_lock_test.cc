@@ -11,20 +11,17 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tests/common/scoped_temp_dir.h"
 
 namespace trainctl::agent {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempDir() {
-  std::string pattern = "/tmp/state-dir-lock.XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp";
-  return pattern;
-}
+using trainctl::testing::ScopedTempDir;
 
 TEST(StateDirLockTest, ASecondHolderIsRefusedNamingTheDirectoryAndPid) {
-  const std::string dir = TempDir() + "/node-a";
+  const ScopedTempDir temp("state-dir-lock");
+  const std::string dir = temp.path() + "/node-a";
   absl::StatusOr<StateDirLock> first = StateDirLock::Acquire(dir);
   ASSERT_TRUE(first.ok()) << first.status();
   struct stat st;
@@ -41,7 +38,8 @@ TEST(StateDirLockTest, ASecondHolderIsRefusedNamingTheDirectoryAndPid) {
 }
 
 TEST(StateDirLockTest, ReleasedWhenTheHolderGoes) {
-  const std::string dir = TempDir();
+  const ScopedTempDir temp("state-dir-lock");
+  const std::string& dir = temp.path();
   {
     absl::StatusOr<StateDirLock> first = StateDirLock::Acquire(dir);
     ASSERT_TRUE(first.ok()) << first.status();

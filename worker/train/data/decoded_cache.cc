@@ -31,8 +31,6 @@ constexpr char kTempPrefix[] = ".tmp-";
 // A temporary copy this old belongs to a writer that died.
 constexpr time_t kStaleTempSeconds = 3600;
 constexpr size_t kCopyBuffer = 1 << 20;
-// Free space left on the cache's filesystem after a copy.
-constexpr int64_t kFreeSpaceReserve = int64_t{256} << 20;
 constexpr int kHashDigits = 16;
 
 struct Fd {
@@ -117,8 +115,11 @@ bool WriteAll(int fd, const char* data, size_t size) {
 
 }  // namespace
 
-DecodedFileCache::DecodedFileCache(std::string dir, int64_t limit_bytes)
-    : dir_(std::move(dir)), limit_bytes_(limit_bytes) {}
+DecodedFileCache::DecodedFileCache(std::string dir, int64_t limit_bytes,
+                                   int64_t free_space_reserve)
+    : dir_(std::move(dir)),
+      limit_bytes_(limit_bytes),
+      free_space_reserve_(free_space_reserve) {}
 
 std::unique_ptr<DecodedFileCache> DecodedFileCache::FromEnvironment() {
   const char* dir = getenv("TRAINCTL_DATA_CACHE_DIR");
@@ -189,7 +190,7 @@ DecodedFileCache::Resolved DecodedFileCache::Resolve(
   struct statvfs fs;
   if (::statvfs(dir_.c_str(), &fs) == 0) {
     const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * fs.f_frsize;
-    if (free_bytes < hint + kFreeSpaceReserve) {
+    if (free_bytes < hint + free_space_reserve_) {
       return {path, Outcome::kBypassed,
               absl::StrCat("only ", free_bytes >> 20, " MiB free in ", dir_)};
     }

@@ -36,9 +36,14 @@ class DecodedFileCache {
     ino_t inode = 0;   // the copy's, so a reader drops only the copy it read
   };
 
+  // Free space a copy must leave on the cache's filesystem by default.
+  static constexpr int64_t kDefaultFreeSpaceReserve = int64_t{256} << 20;
+
   // `dir` is created (0700) on first use. `limit_bytes` bounds the copies
-  // kept; a file decoding to more than that is never cached.
-  DecodedFileCache(std::string dir, int64_t limit_bytes);
+  // kept; a file decoding to more than that is never cached, nor one whose
+  // copy would leave less than `free_space_reserve` bytes free.
+  DecodedFileCache(std::string dir, int64_t limit_bytes,
+                   int64_t free_space_reserve = kDefaultFreeSpaceReserve);
 
   // The cache the worker agent configured for this rank process through
   // TRAINCTL_DATA_CACHE_DIR and TRAINCTL_DATA_CACHE_MB; null when unset or
@@ -63,6 +68,7 @@ class DecodedFileCache {
 
   std::string dir_;
   int64_t limit_bytes_;
+  int64_t free_space_reserve_;
   mutable std::atomic<int> hits_{0};
   mutable std::atomic<int> stored_{0};
 };
