@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/npy_header.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -215,6 +216,52 @@ absl::StatusOr<int64_t> WindowCount(const std::string& field,
   return limit > 0 ? std::min(windows, limit) : windows;
 }
 
+// Rows of an .npy inputs array checked against its labels array, or, with
+// no labels (task language_model), next-token windows of a 1-D array.
+absl::StatusOr<int64_t> NpyCount(const std::string& field,
+                                 const std::string& path,
+                                 const std::string& labels_field,
+                                 const std::string& labels_path,
+                                 const v1::DataSpec& data, int64_t limit) {
+  struct stat st;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
+  ScopedFd owned(fd);
+  ASSIGN_OR_RETURN(const NpyHeader inputs,
+                   ReadNpyHeader(fd, st.st_size, field, path));
+  if (inputs.shape.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", path, ": holds a single value, not rows"));
+  }
+  int64_t samples = inputs.rows();
+  if (labels_path.empty()) {
+    const int64_t seq_len = std::max(1, data.seq_len());
+    if (inputs.shape.size() != 1 || inputs.rows() < seq_len + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", path, ": a token array must be 1-D with at least one "
+          "window of seq_len ", seq_len, " + 1 ids"));
+    }
+    samples = (inputs.rows() - 1) / seq_len;
+  } else {
+    struct stat label_st;
+    ASSIGN_OR_RETURN(const int label_fd,
+                     OpenRegularFile(labels_field, labels_path, &label_st));
+    ScopedFd label_owned(label_fd);
+    ASSIGN_OR_RETURN(const NpyHeader labels,
+                     ReadNpyHeader(label_fd, label_st.st_size, labels_field,
+                                   labels_path));
+    if (labels.shape.empty() || labels.rows() != inputs.rows()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          labels_field, ": ", labels_path, ": has ",
+          labels.shape.empty() ? 0 : labels.rows(), " rows but ", field,
+          " has ", inputs.rows()));
+    }
+  }
+  if (samples < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": has no rows"));
+  }
+  return limit > 0 ? std::min(samples, limit) : samples;
+}
+
 // One set's samples (train or eval), limit applied.
 absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
                                  const DataProbeLimits& limits) {
@@ -236,6 +283,12 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
   if (format == "tokens" || format == "text") {
     return WindowCount(field, path, data, limit);
   }
+  if (format == "npy") {
+    return eval ? NpyCount(field, path, "data.eval_labels", data.eval_labels(),
+                           data, limit)
+                : NpyCount(field, path, "data.train_labels",
+                           data.train_labels(), data, limit);
+  }
   if (format == "tensors") {
     // Readable and regular is all that can be told without torch.
     ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path));
@@ -246,7 +299,7 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
   }
   return absl::InvalidArgumentError(
       absl::StrCat("data.format: unknown format '", format,
-                   "' (expected idx, csv, tokens, text or tensors)"));
+                   "' (expected idx, csv, tokens, text, tensors or npy)"));
 }
 
 }  // namespace

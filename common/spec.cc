@@ -80,7 +80,8 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
 void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   SpecReader s(top.Child("data"), "data", errors);
   d->set_format(
-      s.Choice("format", "idx", {"idx", "csv", "tokens", "text", "tensors"}, "format"));
+      s.Choice("format", "idx", {"idx", "csv", "tokens", "text", "tensors", "npy"},
+               "format"));
   d->set_train_images(s.String("train_images", ""));
   d->set_train_labels(s.String("train_labels", ""));
   d->set_eval_images(s.String("eval_images", ""));
@@ -253,9 +254,21 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
         " ranks (the global batch is split equally; pick a multiple of ranks)"));
   }
   const bool token_data = d.format() == "tokens" || d.format() == "text";
-  if (m.type() == "gpt" && !token_data) {
+  if (m.type() == "gpt" && !token_data && d.format() != "npy") {
     errors->push_back(
-        "model.type: gpt needs token data (data.format tokens or text)");
+        "model.type: gpt needs token data (data.format tokens, text or npy)");
+  }
+  // npy: labels beside the inputs, unless the array is a token stream.
+  if (d.format() == "npy" && spec.task() != "language_model") {
+    if (d.train_labels().empty()) {
+      errors->push_back(absl::StrCat(
+          "data.train_labels: is required for format npy with task ",
+          spec.task(), " (the class ids or targets, one row per input row)"));
+    }
+    if (d.eval_path().empty() != d.eval_labels().empty()) {
+      errors->push_back(
+          "data.eval_labels: eval_path and eval_labels must be given together");
+    }
   }
   if (spec.task() == "language_model" && m.type() != "gpt" &&
       m.type() != "torchscript") {

@@ -19,8 +19,9 @@ packages=(
   libopenblas0-pthread
   dataset-fashion-mnist
   # fortunes: text for the character-GPT example; python3-torch: the
-  # TorchScript export example and the DDP peer of the benchmarks.
-  fortunes python3-torch
+  # TorchScript export example and the DDP peer of the benchmarks;
+  # python3-numpy: .npy files written by NumPy in the data tests.
+  fortunes python3-torch python3-numpy
   # The deploy tests (tests/deploy, label deploy): YAML and the gRPC health
   # check from Python, the Slurm script's lint, systemd-analyze for the units,
   # `ip netns` for the network-namespace test.

@@ -20,6 +20,7 @@
 
 #include "tests/unit/temp_dir_test.h"
 #include "tests/unit/leak_check.h"
+#include "tests/unit/npy_test_util.h"
 #include "worker/agent/data_probe_handler.h"
 
 namespace trainctl {
@@ -218,6 +219,28 @@ TEST_F(DataProbeTest, CountsAsTheRanks) {
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->train_samples, 2);  // (12 - 1) / 4
   EXPECT_EQ(counts->eval_samples, 1);   // (6 - 1) / 4
+}
+
+TEST_F(DataProbeTest, NpyRowsAreCountedFromTheHeader) {
+  using trainctl::testing::Elements;
+  using trainctl::testing::Npy;
+  v1::DataSpec d = Data("npy");
+  d.set_train_path(Write("x.npy", Npy("<f4", "(5, 2)", Elements<float>(std::vector<float>(10)))));
+  d.set_train_labels(Write("y.npy", Npy("<i8", "(5,)", Elements<int64_t>({0, 1, 0, 1, 1}))));
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(d);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 5);
+  d.set_train_labels(Write("y3.npy", Npy("<i8", "(3,)", Elements<int64_t>({0, 1, 0}))));
+  EXPECT_THAT(ErrorOf(d), HasSubstr("y3.npy: has 3 rows but data.train_path has 5"));
+  // No labels: a 1-D token array in seq_len windows.
+  d.set_train_labels("");
+  d.set_seq_len(4);
+  d.set_train_path(Write("t.npy", Npy("<u2", "(13,)", Elements<uint16_t>(std::vector<uint16_t>(13)))));
+  counts = ProbeDataSamples(d);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 3);  // (13 - 1) / 4
+  d.set_train_path(Write("cut.npy", Npy("<u2", "(13,)", Elements<uint16_t>(std::vector<uint16_t>(12)))));
+  EXPECT_THAT(ErrorOf(d), HasSubstr("holds 24 bytes of elements but its header announces 26"));
 }
 
 // C1 holds for the probe too: its errors never quote a file.

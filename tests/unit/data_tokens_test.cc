@@ -1,12 +1,16 @@
 // LoadDatasets: token windows (tokens, text) and torch.save tensors.
 
 #include <torch/serialize.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tests/unit/data_test_util.h"
+#include "worker/train/data/token_file.h"
 
 namespace trainctl::train::data_testing {
 namespace {
@@ -66,6 +70,68 @@ TEST_F(DataTest, TokenFileErrors) {
   EXPECT_EQ(LoadDatasets(spec).status().message(),
             "data.train_path: " + few +
                 ": 10 tokens is too few for one window of seq_len 128 + 1");
+}
+
+TEST_F(DataTest, TokenFileChecksADeclaredVocabularyAsItReads) {
+  // With model.vocab_size declared, a large file is not scanned at start;
+  // an id past the vocabulary then fails the batch that reads it, naming
+  // the token's position, never its value.
+  std::vector<uint32_t> ids(41, 3);
+  ids[25] = 1234;
+  TokenFileDataset::Options options;
+  options.path = Write("ids.bin", LittleEndian(ids, 2));
+  options.field = "data.train_path";
+  options.seq_len = 8;
+  auto data = TokenFileDataset::Open(options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  (*data)->CheckIdsBelow(100);
+  ASSERT_EQ((*data)->size(), 5);
+  EXPECT_TRUE(torch::equal((*data)->Gather({0, 1, 4}).inputs,
+                           torch::full({3, 8}, 3, torch::kInt64)));
+  try {
+    (*data)->Gather({1, 3});  // window 3 holds tokens 24..32
+    ADD_FAILURE() << "an id over the vocabulary was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "data.train_path: " + options.path +
+                  ": token 25 (byte offset 50) has an id of at least "
+                  "model.vocab_size 100");
+  }
+}
+
+TEST_F(DataTest, TokenFileThatShrinksFailsTheBatchNamingTheFile) {
+  const std::string path = Write("t.bin", LittleEndian(std::vector<uint32_t>(65, 1), 2));
+  TokenFileDataset::Options options;
+  options.path = path;
+  options.field = "data.train_path";
+  options.seq_len = 16;
+  auto data = TokenFileDataset::Open(options);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ((*data)->size(), 4);
+  ASSERT_EQ(truncate(path.c_str(), 40), 0);  // 20 tokens left
+  EXPECT_NO_THROW((*data)->Gather({0}));
+  EXPECT_THROW((*data)->Gather({2}), std::runtime_error);
+  EXPECT_THROW((*data)->Gather({4}), std::out_of_range);
+}
+
+TEST_F(DataTest, TokenFilesAreNotLoadedIntoMemory) {
+  // 8 MiB of tokens: the loaded set holds the descriptor, not the bytes, so
+  // replacing the file's contents in place shows in the next batch.
+  std::vector<uint32_t> ids(4 << 20, 7);
+  const std::string path = Write("big.bin", LittleEndian(ids, 2));
+  v1::JobSpec spec = Spec("tokens");
+  spec.mutable_data()->set_seq_len(1024);
+  spec.mutable_data()->set_train_path(path);
+  auto ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->info.vocab_size, 8);
+  ASSERT_EQ(ds->train->size(), 4095);
+  {
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(2 * 1024 * 9);
+    f.write("\x05\0", 2);
+  }
+  EXPECT_EQ(ds->train->Gather({9}).inputs[0][0].item<int64_t>(), 5);
 }
 
 TEST_F(DataTest, TextIsByteWindows) {

@@ -94,6 +94,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "optimizer.nesterov: needs type sgd with momentum > 0"},
         BadCase{"model: mlp\ndata: {train_images: a}",
                 "data.train_labels: is required"},
+        BadCase{"model: mlp\ndata: {format: npy, train_path: x.npy}",
+                "data.train_labels: is required for format npy with task "
+                "classification"},
+        BadCase{"model: mlp\ndata: {format: npy, train_path: x.npy, "
+                "train_labels: y.npy, eval_path: e.npy}",
+                "data.eval_labels: eval_path and eval_labels must be given "
+                "together"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "optimizer: {lr: -1}",
                 "optimizer.lr: must be in [0, 1000], got -1"},
@@ -154,6 +161,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"[1, 2", "spec: not valid YAML or JSON"},
         BadCase{"- a\n- b", "spec: must be a mapping"},
         BadCase{"", "spec: is empty"}));
+
+TEST(SpecTest, NpyTokenArraysTrainAGptWithoutLabels) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+      "model: gpt\ndata: {format: npy, train_path: tokens.npy, seq_len: 64}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->task(), "language_model");
+  EXPECT_EQ(spec->data().format(), "npy");
+}
 
 TEST(SpecTest, TensorBoardIsOffUnlessADirIsGiven) {
   const std::string base = "model: mlp\ndata: {train_images: a, train_labels: b}\n";

@@ -25,18 +25,18 @@ BatchPrefetcher::~BatchPrefetcher() {
 
 void BatchPrefetcher::Produce() {
   try {
-    std::vector<int64_t> perm;
-    int64_t perm_epoch = -1;
+    EpochOrder order(plan_.seed, 0, data_.size());
+    int64_t order_epoch = 0;
     for (int64_t step = plan_.first_step; step < plan_.total_steps; ++step) {
       const int64_t epoch = step / plan_.steps_per_epoch;
       const int64_t in_epoch = step % plan_.steps_per_epoch;
-      if (epoch != perm_epoch) {
-        perm = EpochPermutation(plan_.seed, epoch, data_.size());
-        perm_epoch = epoch;
+      if (epoch != order_epoch) {
+        order = EpochOrder(plan_.seed, epoch, data_.size());
+        order_epoch = epoch;
       }
       for (int64_t m = 0; m < plan_.grad_accum; ++m) {
         std::vector<int64_t> indices = RankBatchIndices(
-            perm, in_epoch * plan_.grad_accum + m, plan_.micro_batch,
+            order, in_epoch * plan_.grad_accum + m, plan_.micro_batch,
             plan_.rank, plan_.world_size);
         Batch batch = data_.Gather(indices);
         if (plan_.keep_indices) batch.indices = std::move(indices);

@@ -76,13 +76,17 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   req.field = eval ? "data.eval_path" : "data.train_path";
   req.limit = eval ? d.eval_limit() : d.train_limit();
   req.task = task;
+  req.vocab_size = spec.model().vocab_size();
+  req.labels_path = eval ? d.eval_labels() : d.train_labels();
+  req.labels_field = eval ? "data.eval_labels" : "data.train_labels";
   if (d.format() == "csv") return ReadCsv(req, d);
   if (d.format() == "tokens") return ReadTokens(req, d);
   if (d.format() == "text") return ReadText(req, d);
   if (d.format() == "tensors") return ReadTensors(req);
+  if (d.format() == "npy") return ReadNpy(req, d);
   return absl::InvalidArgumentError(
       absl::StrCat("data.format: unknown format '", d.format(),
-                   "' (expected idx, csv, tokens, text or tensors)"));
+                   "' (expected idx, csv, tokens, text, tensors or npy)"));
 }
 
 // Folds the eval set's facts into the train set's; the model is built once,
@@ -119,19 +123,17 @@ absl::Status SplitOffEval(const v1::JobSpec& spec, Datasets* out) {
                      " training samples leaves ", n_eval, " for eval and ",
                      n - n_eval, " for training; both need at least one"));
   }
-  const std::vector<int64_t> perm =
-      EpochPermutation(spec.seed(), kSplitEpoch, n);
-  // eval_limit takes the first of the permuted eval indices, so a limited
-  // eval set is still a random sample rather than the head of the file.
+  // Positions [0, n_eval) of a seeded order are the eval set, the rest the
+  // training set: no index list, whatever n is. eval_limit keeps the first
+  // eval positions, so a limited eval set is still a random sample rather
+  // than the head of the file.
+  const EpochOrder split(spec.seed(), kSplitEpoch, n);
   const int64_t keep_eval =
       d.eval_limit() > 0 ? std::min(d.eval_limit(), n_eval) : n_eval;
-  std::vector<int64_t> eval(perm.begin(), perm.begin() + keep_eval);
-  std::vector<int64_t> train(perm.begin() + n_eval, perm.end());
-  // Ascending order reads memory sequentially; epochs permute anyway.
-  std::sort(eval.begin(), eval.end());
-  std::sort(train.begin(), train.end());
-  out->eval = std::make_shared<SubsetDataset>(out->train, std::move(eval));
-  out->train = std::make_shared<SubsetDataset>(out->train, std::move(train));
+  const std::shared_ptr<const Dataset> all = out->train;
+  out->eval = std::make_shared<OrderedSubsetDataset>(all, split, 0, keep_eval);
+  out->train =
+      std::make_shared<OrderedSubsetDataset>(all, split, n_eval, n - n_eval);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,9 @@
 #include "worker/train/data/in_memory.h"
 
+#include <stdexcept>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace trainctl::train {
 namespace {
@@ -28,30 +31,20 @@ Batch TensorDataset::Gather(const std::vector<int64_t>& indices) const {
   return {inputs, targets_.index_select(0, idx)};
 }
 
-TokenWindowDataset::TokenWindowDataset(torch::Tensor tokens, int64_t seq_len)
-    : tokens_(tokens.contiguous()),
-      seq_len_(seq_len),
-      size_((tokens_.numel() - 1) / seq_len) {}
+OrderedSubsetDataset::OrderedSubsetDataset(std::shared_ptr<const Dataset> base,
+                                           EpochOrder order, int64_t first,
+                                           int64_t count)
+    : base_(std::move(base)), order_(order), first_(first), count_(count) {}
 
-Batch TokenWindowDataset::Gather(const std::vector<int64_t>& indices) const {
-  // unfold is a strided view of all windows (overlapping by one token); only
-  // the selected rows are copied.
-  const torch::Tensor windows = tokens_.unfold(0, seq_len_ + 1, seq_len_)
-                                    .index_select(0, IndexTensor(indices))
-                                    .to(torch::kInt64);
-  return {windows.narrow(1, 0, seq_len_).contiguous(),
-          windows.narrow(1, 1, seq_len_).contiguous()};
-}
-
-SubsetDataset::SubsetDataset(std::shared_ptr<const Dataset> base,
-                             std::vector<int64_t> indices)
-    : base_(std::move(base)), indices_(std::move(indices)) {}
-
-Batch SubsetDataset::Gather(const std::vector<int64_t>& indices) const {
+Batch OrderedSubsetDataset::Gather(const std::vector<int64_t>& indices) const {
   std::vector<int64_t> mapped;
   mapped.reserve(indices.size());
-  for (int64_t i : indices)
-    mapped.push_back(indices_.at(i));  // throws like torch
+  for (int64_t i : indices) {
+    if (i < 0 || i >= count_) {
+      throw std::out_of_range(absl::StrCat("row ", i, " of ", count_));
+    }
+    mapped.push_back(order_.At(first_ + i));
+  }
   return base_->Gather(mapped);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// Dataset implementations over tensors already in memory.
+// Dataset implementations over tensors already in memory, and subsets.
 
 #include <torch/torch.h>
 
@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/shard_plan.h"
 #include "worker/train/data/dataset.h"
 
 namespace trainctl::train {
@@ -33,43 +34,20 @@ class TensorDataset : public Dataset {
   double input_scale_;
 };
 
-// Next-token windows over one flat token stream: sample i covers tokens
-// [i*seq_len, i*seq_len + seq_len + 1); inputs are its first seq_len ids and
-// targets the last seq_len (shifted by one), both int64 [seq_len]. Windows
-// are cut at Gather time, so memory stays one copy of the stream.
-class TokenWindowDataset : public Dataset {
+// Rows `count` positions of `order` starting at `first`: row i is base row
+// order.At(first + i). The eval_fraction split, with no index list.
+class OrderedSubsetDataset : public Dataset {
  public:
-  // `tokens` is 1-D integer (int32 keeps big corpora small) with at least
-  // seq_len + 1 entries.
-  TokenWindowDataset(torch::Tensor tokens, int64_t seq_len);
-  int64_t size() const override { return size_; }
+  OrderedSubsetDataset(std::shared_ptr<const Dataset> base, EpochOrder order,
+                       int64_t first, int64_t count);
+  int64_t size() const override { return count_; }
   Batch Gather(const std::vector<int64_t>& indices) const override;
-
-  const torch::Tensor& tokens() const { return tokens_; }
-  int64_t seq_len() const { return seq_len_; }
-
- private:
-  torch::Tensor tokens_;
-  int64_t seq_len_;
-  int64_t size_;
-};
-
-// A view of `base` restricted to `indices` (row i is base row indices[i]);
-// used for the eval_fraction split and for limits on derived sets.
-class SubsetDataset : public Dataset {
- public:
-  SubsetDataset(std::shared_ptr<const Dataset> base,
-                std::vector<int64_t> indices);
-  int64_t size() const override {
-    return static_cast<int64_t>(indices_.size());
-  }
-  Batch Gather(const std::vector<int64_t>& indices) const override;
-
-  const std::vector<int64_t>& indices() const { return indices_; }
 
  private:
   std::shared_ptr<const Dataset> base_;
-  std::vector<int64_t> indices_;
+  EpochOrder order_;
+  int64_t first_;
+  int64_t count_;
 };
 
 }  // namespace trainctl::train

@@ -27,6 +27,10 @@ struct ReadRequest {
   std::string field;  // e.g. "data.train_path"
   int64_t limit = 0;
   std::string task;  // classification | language_model | regression
+  int64_t vocab_size = 0;  // model.vocab_size (0 = from the data)
+  // format npy: the labels array, and the spec field that named it.
+  std::string labels_path;
+  std::string labels_field;
 };
 
 // The whole file's bytes, or INVALID_ARGUMENT "FIELD: PATH: cannot open: ..".
@@ -41,6 +45,10 @@ absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
 // format text: the file's bytes are the tokens (vocab 256).
 absl::StatusOr<LoadedSet> ReadText(const ReadRequest& req,
                                    const v1::DataSpec& data);
+// format npy: np.save arrays; inputs [N, ...] with labels [N] (or [N, k]
+// for regression), or, for task language_model, one 1-D token array.
+absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
+                                  const v1::DataSpec& data);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
 
