@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "common/npy_header.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/npy_header.h"
 #include "common/status_macros.h"
 
 namespace trainctl {

@@ -254,9 +254,13 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
         " ranks (the global batch is split equally; pick a multiple of ranks)"));
   }
   const bool token_data = d.format() == "tokens" || d.format() == "text";
-  if (m.type() == "gpt" && !token_data && d.format() != "npy") {
+  // tensors and npy hold token ids when their inputs are integers, which
+  // only the ranks can tell.
+  if (m.type() == "gpt" && !token_data && d.format() != "npy" &&
+      d.format() != "tensors") {
     errors->push_back(
-        "model.type: gpt needs token data (data.format tokens, text or npy)");
+        "model.type: gpt needs token data (data.format tokens, text, npy or "
+        "tensors)");
   }
   // npy: labels beside the inputs, unless the array is a token stream.
   if (d.format() == "npy" && spec.task() != "language_model") {
