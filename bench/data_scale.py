@@ -2,10 +2,12 @@
 """Start-up time and rank memory against dataset size, file-backed tokens
 beside the same tokens held in memory.
 
-  /usr/bin/python3 bench/data_scale.py [--sizes-mb 256,2048] [--runs 3]
-      [--ranks 2] [--steps 60] [--seq-len 256] [--bin build/bin]
+  /usr/bin/python3 bench/data_scale.py [--sizes-mb 64,1024,8192] [--runs 3]
+      [--shards 16] [--ranks 2] [--steps 40] [--seq-len 256] [--bin build/bin]
 
-Writes random uint16 token files of each size (ids below --vocab) once, then
+Writes random uint16 token files of each size (ids below --vocab) once, as
+a directory of --shards files of unequal sizes (a sharded set; 1 = one
+file; the smallest size is always one file, for the in-memory peer), then
 for each size runs, --runs times, the built-in gpt on --ranks single-slot
 workers on loopback (a coordinator and workers as a user runs them, TLS and
 tokens) with `data.format: tokens` and model.vocab_size declared, so a file
@@ -18,7 +20,9 @@ from /proc every 100 ms: peak VmRSS, and its RssAnon/RssFile split (pages
 of the file a rank read are counted as RssFile only while it maps them;
 pread leaves them in the page cache, shared and unmapped). Per run it
 prints submit -> first step (s), data_load_ms from the first_step event,
-the largest rank's peak RSS (MiB) and steady samples/s; then medians, and
+the largest rank's peak RSS (MiB), data_manifest_ms (the shards' checksums:
+paid by the first run on a node, cached after) and steady samples/s; then
+medians, and
 the throughput ratio file/in-memory. Targets (issue "data at scale"): RSS
 independent of size and <= 1.5 GiB, first step <= 2 s, throughput within 5%.
 Needs /usr/bin/python3 with NumPy and torch (Debian's python3-torch) to
@@ -42,10 +46,11 @@ from bench_cluster import BenchError, Cluster  # noqa: E402
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sizes-mb", default="256,2048")
+    p.add_argument("--sizes-mb", default="64,1024,8192")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--shards", type=int, default=16)
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=40)
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch", type=int, default=16, help="global batch")
     p.add_argument("--vocab", type=int, default=4096)
@@ -58,15 +63,26 @@ def parse_args():
     return p.parse_args()
 
 
-def write_tokens(path, megabytes, vocab):
+def write_tokens(path, megabytes, vocab, seed):
     import numpy as np
     if os.path.exists(path) and os.path.getsize(path) == megabytes << 20:
         return
-    rng = np.random.default_rng(megabytes)
+    rng = np.random.default_rng(seed)
     with open(path + ".tmp", "wb") as f:
         for _ in range(megabytes):
             f.write(rng.integers(0, vocab, 1 << 19, dtype=np.uint16).tobytes())
     os.replace(path + ".tmp", path)
+
+
+def write_shards(directory, megabytes, shards, vocab):
+    """`shards` files summing to `megabytes`, sizes 0.75x to 1.25x."""
+    os.makedirs(directory, exist_ok=True)
+    weights = [0.75 + 0.5 * (k % 3) / 2 for k in range(shards)]
+    sizes = [max(1, int(megabytes * w / sum(weights))) for w in weights]
+    sizes[-1] += megabytes - sum(sizes)
+    for k, mb in enumerate(sizes):
+        write_tokens(os.path.join(directory, f"shard-{k:05d}.bin"), mb, vocab,
+                     seed=megabytes * 1000 + k)
 
 
 def write_tensors(tokens_path, out_path, seq_len):
@@ -159,13 +175,14 @@ def run_job(args, cluster, job, tag):
     if r.returncode != 0:
         raise BenchError(f"{tag}: submit exited {r.returncode}: "
                          f"{r.stderr.strip()}\n{r.stdout[-2000:]}")
-    first_ms, load_ms, rates = None, None, []
+    first_ms, load_ms, manifest_ms, rates = None, None, None, []
     for line in r.stdout.splitlines()[1:]:
         metric = json.loads(line).get("metric") if line.strip() else None
         if not metric:
             continue
         if metric["kind"] == "plan" and load_ms is None:
             load_ms = metric["values"].get("data_load_ms")
+            manifest_ms = metric["values"].get("data_manifest_ms")
         elif metric["kind"] == "first_step" and first_ms is None:
             first_ms = int(metric["time_unix_ms"])
         elif metric["kind"] == "train":
@@ -178,6 +195,7 @@ def run_job(args, cluster, job, tag):
     return {
         "first_step_s": (first_ms * 1_000_000 - launch_ns) / 1e9,
         "data_load_ms": load_ms,
+        "manifest_ms": manifest_ms,
         "rss_mib": top.get("VmRSS", 0) / 1024,
         "anon_mib": top.get("RssAnon", 0) / 1024,
         "file_mib": top.get("RssFile", 0) / 1024,
@@ -195,10 +213,14 @@ def main():
     print(f"machine: {platform.node()} {os.cpu_count()} cpus; "
           f"{' '.join(sys.argv)}", flush=True)
     files = {}
-    for mb in sizes:
-        files[mb] = os.path.join(args.workdir, f"tokens-{mb}mb.bin")
-        write_tokens(files[mb], mb, args.vocab)
     small = min(sizes)
+    for mb in sizes:
+        if mb == small or args.shards <= 1:
+            files[mb] = os.path.join(args.workdir, f"tokens-{mb}mb.bin")
+            write_tokens(files[mb], mb, args.vocab, seed=mb)
+        else:
+            files[mb] = os.path.join(args.workdir, f"tokens-{mb}mb-{args.shards}")
+            write_shards(files[mb], mb, args.shards, args.vocab)
     tensors = os.path.join(args.workdir, f"tokens-{small}mb.pt")
     if not os.path.exists(tensors):
         write_tensors(files[small], tensors, args.seq_len)
@@ -209,7 +231,10 @@ def main():
     results = {}
     try:
         cluster.start()
-        cases = [(f"tokens {mb} MiB", {"format": "tokens", "train_path": files[mb],
+        def name(mb):
+            return (f"tokens {mb} MiB" if mb == small or args.shards <= 1
+                    else f"{args.shards} shards {mb} MiB")
+        cases = [(name(mb), {"format": "tokens", "train_path": files[mb],
                                        "token_dtype": "uint16",
                                        "seq_len": args.seq_len})
                  for mb in sizes]
@@ -222,7 +247,8 @@ def main():
                 results.setdefault(label, []).append(r)
                 print(f"  run {run + 1} {label:>20}: first step "
                       f"{r['first_step_s']:.2f} s, data_load_ms "
-                      f"{r['data_load_ms']}, peak rank RSS {r['rss_mib']:.0f} "
+                      f"{r['data_load_ms']:.0f}, manifest_ms "
+                      f"{r['manifest_ms'] or 0:.0f}, peak rank RSS {r['rss_mib']:.0f} "
                       f"MiB (anon {r['anon_mib']:.0f}, file {r['file_mib']:.0f})"
                       f", {r['samples_per_sec']:.1f} samples/s", flush=True)
     finally:
@@ -243,7 +269,7 @@ def main():
     base, memory = med[f"tokens {small} MiB"], med[f"in memory {small} MiB"]
     print(f"throughput file/in-memory at {small} MiB: "
           f"{base['samples_per_sec'] / memory['samples_per_sec']:.3f}")
-    largest = med[f"tokens {max(sizes)} MiB"]
+    largest = med[name(max(sizes))]
     print(f"rank RSS {max(sizes)} MiB / {small} MiB of tokens: "
           f"{largest['rss_mib']:.0f} / {base['rss_mib']:.0f} MiB")
     if own_dir:

@@ -14,6 +14,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/data_shards.h"
 #include "common/npy_header.h"
 #include "common/status_macros.h"
 
@@ -275,31 +276,56 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
   }
   const std::string field = eval ? "data.eval_path" : "data.train_path";
   const std::string& path = eval ? data.eval_path() : data.train_path();
+  const std::string labels_field = eval ? "data.eval_labels" : "data.train_labels";
+  const std::string& labels = eval ? data.eval_labels() : data.train_labels();
   RETURN_IF_ERROR(NeedsPath(field, path, format));
-  RETURN_IF_ERROR(CheckDeadline(limits, field));
-  if (format == "csv") {
-    return CsvRowCount(field, path, data.header(), limit, limits);
+  if (format != "csv" && format != "tokens" && format != "text" &&
+      format != "npy" && format != "tensors") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.format: unknown format '", format,
+                     "' (expected idx, csv, tokens, text, tensors or npy)"));
   }
-  if (format == "tokens" || format == "text") {
-    return WindowCount(field, path, data, limit);
+  ASSIGN_OR_RETURN(const std::vector<std::string> shards,
+                   ResolveShards(field, path));
+  std::vector<std::string> label_shards;
+  if (format == "npy" && !labels.empty()) {
+    ASSIGN_OR_RETURN(label_shards, ResolveShards(labels_field, labels));
+    if (label_shards.size() != shards.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          labels_field, ": ", labels, ": names ", label_shards.size(),
+          " files but ", field, " names ", shards.size()));
+    }
   }
-  if (format == "npy") {
-    return eval ? NpyCount(field, path, "data.eval_labels", data.eval_labels(),
-                           data, limit)
-                : NpyCount(field, path, "data.train_labels",
-                           data.train_labels(), data, limit);
+  // The shards' samples in order; `limit` takes the first of them all.
+  int64_t total = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    RETURN_IF_ERROR(CheckDeadline(limits, field));
+    const std::string& shard = shards[i];
+    const int64_t left = limit > 0 ? limit - total : 0;
+    int64_t count = 0;
+    if (format == "csv") {
+      ASSIGN_OR_RETURN(count, CsvRowCount(field, shard, data.header(), left, limits));
+    } else if (format == "tokens" || format == "text") {
+      ASSIGN_OR_RETURN(count, WindowCount(field, shard, data, left));
+    } else if (format == "npy") {
+      ASSIGN_OR_RETURN(count, NpyCount(field, shard, labels_field,
+                                       label_shards.empty() ? "" : label_shards[i],
+                                       data, left));
+    } else {
+      // tensors: readable and regular is all that can be told without torch.
+      ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, shard));
+      ScopedFd owned(fd);
+      continue;
+    }
+    total += count;
+    if (limit > 0 && total >= limit) return limit;
   }
   if (format == "tensors") {
-    // Readable and regular is all that can be told without torch.
-    ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path));
-    ScopedFd owned(fd);
     return absl::UnimplementedError(
         absl::StrCat("data.format tensors: counting samples needs torch; the "
                      "ranks count them when the job starts"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("data.format: unknown format '", format,
-                   "' (expected idx, csv, tokens, text, tensors or npy)"));
+  return total;
 }
 
 }  // namespace

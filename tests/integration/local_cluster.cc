@@ -101,7 +101,8 @@ LocalCluster::LocalCluster(int workers, int slots, int cpus,
 Process& LocalCluster::StartWorker(const std::string& name, int slots,
                                    int cpus,
                                    const std::vector<std::string>& extra,
-                                   bool with_credentials) {
+                                   bool with_credentials,
+                                   const std::vector<std::string>& launcher) {
   std::vector<std::string> argv{
       std::string(TRAINCTL_BIN_DIR) + "/trainctl-worker", "--coordinator",
       address_, "--name", name, "--slots", std::to_string(slots), "--cpus",
@@ -119,6 +120,7 @@ Process& LocalCluster::StartWorker(const std::string& name, int slots,
     argv.insert(argv.end(), {"--gpus", "none"});
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.begin(), launcher.begin(), launcher.end());
   workers_.push_back(std::make_unique<Process>(argv, dir_ + "/" + name + ".log"));
   return *workers_.back();
 }

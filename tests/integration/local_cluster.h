@@ -87,9 +87,12 @@ class LocalCluster {
   std::vector<std::string> CliFlags(const std::string& token) const;
   // Starts one more worker named `name` with `extra` flags (e.g. without a
   // join token); its log is <name>.log. Does not wait for registration.
+  // `launcher` runs it (e.g. unshare, for a node with its own mounts): the
+  // worker's command line is appended to it.
   Process& StartWorker(const std::string& name, int slots, int cpus,
                        const std::vector<std::string>& extra = {},
-                       bool with_credentials = true);
+                       bool with_credentials = true,
+                       const std::vector<std::string>& launcher = {});
   const std::string& dir() const { return dir_; }
   v1::Jobs::Stub& jobs() { return *stub_; }
 

@@ -93,8 +93,9 @@ TEST_F(DataProbeTest, FifosAndDirectoriesAreRefused) {
   EXPECT_EQ(ErrorOf(d),
             "data.train_path: " + fifo + " is a FIFO; data files must be "
             "regular files");
+  // A directory is a set of shards; a FIFO in it is not one of them.
   d.set_train_path(dir_);
-  EXPECT_THAT(ErrorOf(d), HasSubstr(" is a directory"));
+  EXPECT_EQ(ErrorOf(d), "data.train_path: " + dir_ + ": names no regular file");
   d = Data("idx");
   d.set_train_images(WriteIdx("i", true, 3, false));
   d.set_train_labels(fifo);
@@ -241,6 +242,24 @@ TEST_F(DataProbeTest, NpyRowsAreCountedFromTheHeader) {
   EXPECT_EQ(counts->train_samples, 3);  // (13 - 1) / 4
   d.set_train_path(Write("cut.npy", Npy("<u2", "(13,)", Elements<uint16_t>(std::vector<uint16_t>(12)))));
   EXPECT_THAT(ErrorOf(d), HasSubstr("holds 24 bytes of elements but its header announces 26"));
+}
+
+TEST_F(DataProbeTest, ShardedPathsAreCountedAcrossTheirFiles) {
+  std::filesystem::create_directories(dir_ + "/shards");
+  Write("shards/a.bin", std::string(2 * 13, '\1'));  // 3 windows of 4
+  Write("shards/b.bin", std::string(2 * 9, '\1'));   // 2
+  v1::DataSpec tokens = Data("tokens");
+  tokens.set_train_path(dir_ + "/shards");
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(tokens);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 5);
+  tokens.set_train_path(dir_ + "/shards/*.bin");
+  tokens.set_train_limit(4);
+  counts = ProbeDataSamples(tokens);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 4);
+  tokens.set_train_path(dir_ + "/shards/*.txt");
+  EXPECT_THAT(ErrorOf(tokens), HasSubstr("*.txt: names no regular file"));
 }
 
 // C1 holds for the probe too: its errors never quote a file.

@@ -106,6 +106,7 @@ absl::StatusOr<std::string> BroadcastBytes(
     return absl::FailedPreconditionError(
         "rank 0 could not read the checkpoint (see rank 0's log)");
   }
+  if (n == 0) return std::string();  // no empty broadcast: not every backend takes one
   torch::Tensor data = torch::empty({n}, torch::kUInt8);
   if (rank == 0) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
   std::vector<torch::Tensor> payload{data.to(device)};

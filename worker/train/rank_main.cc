@@ -206,6 +206,9 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.load_data = [&] {
     auto loaded = data.get();
     ctx.startup["data_load_ms"] = load_ms;
+    if (loaded.ok() && !loaded->manifest.empty()) {
+      ctx.startup["data_manifest_ms"] = loaded->manifest_ms;
+    }
     if (cache) {
       ctx.startup["data_cache_hits"] = cache->hits();
       ctx.startup["data_cache_stored"] = cache->stored();

@@ -17,3 +17,10 @@ target_include_directories(trainctl_heap_reuse PUBLIC ${PROJECT_SOURCE_DIR})
 add_library(trainctl_decoded_cache STATIC ${_train}/data/decoded_cache.cc)
 target_compile_options(trainctl_decoded_cache PRIVATE ${TRAINCTL_WARNINGS})
 target_link_libraries(trainctl_decoded_cache PUBLIC trainctl_common ZLIB::ZLIB)
+
+# What a rank sees of a sharded data set, checked across ranks
+# (data/shard_manifest.h); checksums kept beside the decoded copies.
+add_library(trainctl_shard_manifest STATIC ${_train}/data/shard_manifest.cc)
+target_compile_options(trainctl_shard_manifest PRIVATE ${TRAINCTL_WARNINGS})
+target_link_libraries(trainctl_shard_manifest PUBLIC trainctl_decoded_cache
+                      trainctl_data_probe ZLIB::ZLIB)

@@ -15,6 +15,7 @@
 #include "worker/train/autocast_scope.h"
 #include "worker/train/batch_prefetcher.h"
 #include "worker/train/checkpointer.h"
+#include "worker/train/data/shard_manifest.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/grad_buckets.h"
 #include "worker/train/grad_sync.h"
@@ -103,6 +104,16 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   ASSIGN_OR_RETURN(Datasets data,
                    ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
   const double data_wait_ms = Seconds(load_start) * 1000;
+  // Nodes that hold different shard files must not train on different
+  // data: every rank checks what it sees against rank 0.
+  if (ctx.group) {
+    ASSIGN_OR_RETURN(const std::string rank_zero,
+                     BroadcastBytes(ctx.group, ctx.rank, ctx.device, data.manifest));
+    if (std::string why = ManifestDifference(rank_zero, data.manifest, ctx.rank);
+        !why.empty()) {
+      return absl::InvalidArgumentError(why);
+    }
+  }
   const int64_t micro_batch = t.batch_size();
   const int64_t accum = t.grad_accum_steps();
   const int64_t samples_per_step = micro_batch * accum;

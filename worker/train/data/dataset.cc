@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +20,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/data_probe.h"
+#include "common/data_shards.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "worker/train/data/idx.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
+#include "worker/train/data/shard_manifest.h"
 
 namespace trainctl::train {
 namespace {
@@ -31,6 +34,13 @@ namespace {
 // The "epoch" of the eval_fraction permutation: training epochs count from
 // 0, so the split never coincides with an epoch's visiting order.
 constexpr int64_t kSplitEpoch = -1;
+
+// Up to this many bytes of token files, the vocabulary is always scanned
+// (well under a second from the page cache), so a wrong model.vocab_size
+// fails before the first step; past it, a declared vocab_size is taken and
+// ids are checked as windows are read, and the first step waits for no
+// scan.
+constexpr int64_t kScanAlwaysBytes = int64_t{256} << 20;
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -61,8 +71,100 @@ absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
   return out;
 }
 
+absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
+                                   const v1::DataSpec& d) {
+  if (d.format() == "csv") return ReadCsv(req, d);
+  if (d.format() == "tokens") return ReadTokens(req, d);
+  if (d.format() == "text") return ReadText(req, d);
+  if (d.format() == "tensors") return ReadTensors(req);
+  if (d.format() == "npy") return ReadNpy(req, d);
+  return absl::InvalidArgumentError(
+      absl::StrCat("data.format: unknown format '", d.format(),
+                   "' (expected idx, csv, tokens, text, tensors or npy)"));
+}
+
+// The facts every shard of one set must share, the model being built once.
+absl::Status CheckShardAgrees(const DataInfo& first, const DataInfo& shard,
+                              const std::string& field,
+                              const std::string& path) {
+  if (shard.input_shape != first.input_shape ||
+      shard.integer_inputs != first.integer_inputs ||
+      shard.target_width != first.target_width) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": shard ", path, " holds samples of ",
+        shard.integer_inputs ? "token ids " : "features ",
+        ShapeString(shard.input_shape), " (targets of width ",
+        shard.target_width, ") but the first shard ",
+        first.integer_inputs ? "token ids " : "features ",
+        ShapeString(first.input_shape), " (width ", first.target_width, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// One set from the file(s) its path names: a plain file as it is, shards
+// one after another with their manifest appended to `manifest`.
+absl::StatusOr<LoadedSet> ReadPath(ReadRequest req, const v1::DataSpec& d,
+                                   const DecodedFileCache* cache,
+                                   Datasets* out_manifest) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> shards,
+                   ResolveShards(req.field, req.path));
+  std::vector<std::string> label_shards;
+  if (d.format() == "npy" && !req.labels_path.empty()) {
+    ASSIGN_OR_RETURN(label_shards, ResolveShards(req.labels_field, req.labels_path));
+    if (label_shards.size() != shards.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          req.labels_field, ": ", req.labels_path, ": names ",
+          label_shards.size(), " files but ", req.field, " names ",
+          shards.size()));
+    }
+  }
+  int64_t bytes = 0;
+  for (const std::string& shard : shards) {
+    struct stat st;
+    if (::stat(shard.c_str(), &st) == 0) bytes += st.st_size;
+  }
+  req.vocab_from_declaration = req.vocab_size > 0 && bytes > kScanAlwaysBytes;
+  if (!NamesShards(req.path)) return ReadFile(req, d);
+
+  std::vector<std::shared_ptr<const Dataset>> parts;
+  std::vector<std::string> used, used_labels;
+  LoadedSet out;
+  int64_t rows = 0;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    ReadRequest part = req;
+    part.path = shards[i];
+    if (!label_shards.empty()) part.labels_path = label_shards[i];
+    // The limit is on the whole set: the first shards' rows.
+    part.limit = req.limit > 0 ? req.limit - rows : 0;
+    ASSIGN_OR_RETURN(LoadedSet set, ReadFile(part, d));
+    if (parts.empty()) {
+      out.info = set.info;
+    } else {
+      RETURN_IF_ERROR(CheckShardAgrees(out.info, set.info, req.field, shards[i]));
+      out.info.num_classes = std::max(out.info.num_classes, set.info.num_classes);
+      out.info.vocab_size = std::max(out.info.vocab_size, set.info.vocab_size);
+    }
+    rows += set.data->size();
+    parts.push_back(std::move(set.data));
+    used.push_back(shards[i]);
+    if (!label_shards.empty()) used_labels.push_back(label_shards[i]);
+    if (req.limit > 0 && rows >= req.limit) break;
+  }
+  out.data = std::make_shared<ConcatDataset>(std::move(parts));
+  const auto start = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const std::string inputs, ShardManifest(req.field, used, cache));
+  ASSIGN_OR_RETURN(const std::string labels,
+                   ShardManifest(req.labels_field, used_labels, cache));
+  absl::StrAppend(&out_manifest->manifest, inputs, labels);
+  out_manifest->manifest_ms += std::chrono::duration<double, std::milli>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
+  return out;
+}
+
 absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
-                                  const DecodedFileCache* cache) {
+                                  const DecodedFileCache* cache,
+                                  Datasets* manifest) {
   const v1::DataSpec& d = spec.data();
   const std::string task = spec.task().empty() ? "classification" : spec.task();
   if (d.format() == "idx") {
@@ -79,14 +181,7 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   req.vocab_size = spec.model().vocab_size();
   req.labels_path = eval ? d.eval_labels() : d.train_labels();
   req.labels_field = eval ? "data.eval_labels" : "data.train_labels";
-  if (d.format() == "csv") return ReadCsv(req, d);
-  if (d.format() == "tokens") return ReadTokens(req, d);
-  if (d.format() == "text") return ReadText(req, d);
-  if (d.format() == "tensors") return ReadTensors(req);
-  if (d.format() == "npy") return ReadNpy(req, d);
-  return absl::InvalidArgumentError(
-      absl::StrCat("data.format: unknown format '", d.format(),
-                   "' (expected idx, csv, tokens, text, tensors or npy)"));
+  return ReadPath(req, d, cache, manifest);
 }
 
 // Folds the eval set's facts into the train set's; the model is built once,
@@ -141,13 +236,13 @@ absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec,
                                      const DecodedFileCache* cache) {
   const v1::DataSpec& d = spec.data();
   Datasets out;
-  ASSIGN_OR_RETURN(LoadedSet train, ReadSet(spec, /*eval=*/false, cache));
+  ASSIGN_OR_RETURN(LoadedSet train, ReadSet(spec, /*eval=*/false, cache, &out));
   out.train = std::move(train.data);
   out.info = train.info;
   const bool has_eval_set =
       d.format() == "idx" ? !d.eval_images().empty() : !d.eval_path().empty();
   if (has_eval_set) {
-    ASSIGN_OR_RETURN(LoadedSet eval, ReadSet(spec, /*eval=*/true, cache));
+    ASSIGN_OR_RETURN(LoadedSet eval, ReadSet(spec, /*eval=*/true, cache, &out));
     RETURN_IF_ERROR(MergeInfo(
         eval.info, d.format() == "idx" ? "data.eval_images" : "data.eval_path",
         &out.info));

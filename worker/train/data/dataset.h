@@ -43,6 +43,10 @@ struct Datasets {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> eval;  // null when the spec has no eval set
   DataInfo info;
+  // Sharded paths only: each shard's path, size and CRC-32
+  // (shard_manifest.h), which every rank checks against rank 0's.
+  std::string manifest;
+  double manifest_ms = 0;  // time spent on it (checksums not yet cached)
 };
 
 // Loads the train and eval sets a spec describes (data.format, paths,
@@ -59,6 +63,9 @@ struct Datasets {
 // With eval_fraction > 0 and no eval set, a seeded permutation (identical
 // on every rank) moves round(n * eval_fraction) training samples to eval.
 // With a `cache`, gzip-compressed IDX files are read from decoded copies.
+// A path of any format but idx may name shards (common/data_shards.h): a
+// directory or a glob, read as one set in path order (for npy, the labels
+// path names as many files, paired in order).
 absl::StatusOr<Datasets> LoadDatasets(const v1::JobSpec& spec,
                                       const DecodedFileCache* cache = nullptr);
 

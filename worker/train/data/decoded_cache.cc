@@ -74,23 +74,26 @@ bool SameVersion(const struct stat& a, const struct stat& b) {
          a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
 }
 
-// "<hash of identity>-<name without .gz>": readable in `ls`, unique per
-// version of the file open at `fd` (its path read back from /proc, so a
+// The real path of the file open at `fd`, read back from /proc, so a
 // symlink switched meanwhile cannot pair one file's name with another's
-// bytes). ctime too: cp -p and rsync -t can set mtime, nobody sets ctime.
-absl::StatusOr<std::string> CopyName(int fd, const struct stat& st) {
+// bytes.
+absl::StatusOr<std::string> RealPath(int fd) {
   char real[PATH_MAX];
   const std::string link = absl::StrCat("/proc/self/fd/", fd);
   const ssize_t n = ::readlink(link.c_str(), real, sizeof(real) - 1);
   if (n <= 0) return absl::NotFoundError(absl::StrCat(link, ": ", strerror(errno)));
-  const std::string path(real, static_cast<size_t>(n));
-  const std::string identity = absl::StrCat(
-      path, "\n", st.st_size, "\n", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
-      "\n", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "\n", st.st_ino, "\n",
-      st.st_dev);
-  std::string base = path.substr(path.rfind('/') + 1);
+  return std::string(real, static_cast<size_t>(n));
+}
+
+// "<version key>-<name without .gz>": readable in `ls`.
+absl::StatusOr<std::string> CopyName(int fd, const struct stat& st) {
+  absl::StatusOr<std::string> path = RealPath(fd);
+  if (!path.ok()) return path.status();
+  absl::StatusOr<std::string> key = DecodedFileCache::VersionKey(fd, st);
+  if (!key.ok()) return key.status();
+  std::string base = path->substr(path->rfind('/') + 1);
   if (absl::EndsWith(base, ".gz")) base.resize(base.size() - 3);
-  return absl::StrFormat("%016x-%s", Fnv1a64(identity), base);
+  return absl::StrCat(*key, "-", base);
 }
 
 // Only files this class wrote are ever counted or deleted.
@@ -114,6 +117,18 @@ bool WriteAll(int fd, const char* data, size_t size) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> DecodedFileCache::VersionKey(int fd,
+                                                        const struct stat& st) {
+  absl::StatusOr<std::string> path = RealPath(fd);
+  if (!path.ok()) return path.status();
+  // ctime too: cp -p and rsync -t can set mtime, nobody sets ctime.
+  const std::string identity = absl::StrCat(
+      *path, "\n", st.st_size, "\n", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec,
+      "\n", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, "\n", st.st_ino, "\n",
+      st.st_dev);
+  return absl::StrFormat("%016x", Fnv1a64(identity));
+}
 
 DecodedFileCache::DecodedFileCache(std::string dir, int64_t limit_bytes,
                                    int64_t free_space_reserve)

@@ -1,11 +1,14 @@
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace trainctl::train {
 
@@ -55,6 +58,14 @@ class DecodedFileCache {
   Resolved Resolve(const std::string& path) const;
 
   const std::string& dir() const { return dir_; }
+
+  // 16 hex digits naming one version of the file open at `fd` (`st` its
+  // fstat): its real path, size, mtime, ctime, inode and device. Keys
+  // other per-file facts (shard checksums) the way copies are keyed.
+  static absl::StatusOr<std::string> VersionKey(int fd, const struct stat& st);
+
+  // Creates the directory, or says why it is not safe to use ("" = it is).
+  std::string UnusableDirReason() const;
   // Resolutions so far that found a copy, and that made one.
   int hits() const { return hits_.load(); }
   int stored() const { return stored_.load(); }
@@ -62,8 +73,6 @@ class DecodedFileCache {
  private:
   Resolved Store(int source_fd, const std::string& source,
                  const std::string& target) const;
-  // Creates the directory, or checks that an existing one is safe to use.
-  std::string UnusableDirReason() const;
   void Evict(const std::string& keep) const;
 
   std::string dir_;

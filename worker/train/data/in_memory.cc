@@ -1,5 +1,6 @@
 #include "worker/train/data/in_memory.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -29,6 +30,41 @@ Batch TensorDataset::Gather(const std::vector<int64_t>& indices) const {
   torch::Tensor inputs = inputs_.index_select(0, idx);
   if (input_scale_ != 0) inputs = inputs.to(torch::kFloat32).mul_(input_scale_);
   return {inputs, targets_.index_select(0, idx)};
+}
+
+ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> parts)
+    : parts_(std::move(parts)) {
+  int64_t end = 0;
+  for (const auto& part : parts_) ends_.push_back(end += part->size());
+}
+
+Batch ConcatDataset::Gather(const std::vector<int64_t>& indices) const {
+  if (indices.empty()) return parts_.front()->Gather(indices);
+  // Per shard: the rows asked of it and where each goes in the batch.
+  std::vector<std::vector<int64_t>> rows(parts_.size()), slots(parts_.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    if (i < 0 || i >= size()) {
+      throw std::out_of_range(absl::StrCat("row ", i, " of ", size()));
+    }
+    const size_t s = std::upper_bound(ends_.begin(), ends_.end(), i) - ends_.begin();
+    rows[s].push_back(i - (s == 0 ? 0 : ends_[s - 1]));
+    slots[s].push_back(static_cast<int64_t>(k));
+  }
+  std::vector<torch::Tensor> inputs, targets, order;
+  for (size_t s = 0; s < parts_.size(); ++s) {
+    if (rows[s].empty()) continue;
+    Batch part = parts_[s]->Gather(rows[s]);
+    inputs.push_back(part.inputs);
+    targets.push_back(part.targets);
+    order.push_back(torch::tensor(slots[s], torch::kInt64));
+  }
+  // Rows arrive grouped by shard; scatter them back to the asked order.
+  const torch::Tensor where = torch::cat(order);
+  const torch::Tensor back = torch::empty_like(where);
+  back.index_put_({where}, torch::arange(where.numel(), torch::kInt64));
+  return {torch::cat(inputs).index_select(0, back),
+          torch::cat(targets).index_select(0, back)};
 }
 
 OrderedSubsetDataset::OrderedSubsetDataset(std::shared_ptr<const Dataset> base,

@@ -34,6 +34,20 @@ class TensorDataset : public Dataset {
   double input_scale_;
 };
 
+// The rows of several sets (a sharded path's files), one after another:
+// row i is row i - offset(s) of shard s, found by binary search. Gather
+// reads each shard's rows with one Gather and puts them back in order.
+class ConcatDataset : public Dataset {
+ public:
+  explicit ConcatDataset(std::vector<std::shared_ptr<const Dataset>> parts);
+  int64_t size() const override { return ends_.empty() ? 0 : ends_.back(); }
+  Batch Gather(const std::vector<int64_t>& indices) const override;
+
+ private:
+  std::vector<std::shared_ptr<const Dataset>> parts_;
+  std::vector<int64_t> ends_;  // ends_[s]: rows in shards 0..s
+};
+
 // Rows `count` positions of `order` starting at `first`: row i is base row
 // order.At(first + i). The eval_fraction split, with no index list.
 class OrderedSubsetDataset : public Dataset {

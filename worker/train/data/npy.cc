@@ -229,7 +229,13 @@ absl::StatusOr<LoadedSet> NpyTokens(const ReadRequest& req, const NpyFile& file,
   LoadedSet out;
   out.info.input_shape = {data.seq_len()};
   out.info.integer_inputs = true;
-  ASSIGN_OR_RETURN(out.info.vocab_size, windows->Vocabulary(req.vocab_size));
+  if (req.vocab_from_declaration) {
+    windows->CheckIdsBelow(req.vocab_size);
+    out.info.vocab_size = req.vocab_size;
+  } else {
+    ASSIGN_OR_RETURN(const int64_t max_id, windows->MaxId());
+    out.info.vocab_size = max_id + 1;
+  }
   out.data = std::move(windows);
   return out;
 }
@@ -278,7 +284,7 @@ absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
   if (out.info.input_shape.empty()) out.info.input_shape = {1};
   out.info.integer_inputs = IsInteger(in);
   if (out.info.integer_inputs) {
-    if (req.vocab_size > 0) {
+    if (req.vocab_from_declaration) {
       dataset->vocab_limit_ = req.vocab_size;
       out.info.vocab_size = req.vocab_size;
     } else {

@@ -28,6 +28,9 @@ struct ReadRequest {
   int64_t limit = 0;
   std::string task;  // classification | language_model | regression
   int64_t vocab_size = 0;  // model.vocab_size (0 = from the data)
+  // Take vocab_size as the vocabulary, checking ids as they are read,
+  // instead of scanning the token ids (set for large token sets).
+  bool vocab_from_declaration = false;
   // format npy: the labels array, and the spec field that named it.
   std::string labels_path;
   std::string labels_field;

@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/data_probe.h"
-#include "common/status_macros.h"
 
 namespace trainctl::train {
 namespace {
@@ -20,9 +19,6 @@ namespace {
 constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max();
 // Tokens per read while scanning for the largest id.
 constexpr int64_t kScanChunk = int64_t{1} << 20;
-// Up to this many bytes of tokens, the vocabulary is always scanned (well
-// under a second from the page cache).
-constexpr int64_t kScanAlwaysBytes = int64_t{256} << 20;
 
 }  // namespace
 
@@ -117,15 +113,6 @@ Batch TokenFileDataset::Gather(const std::vector<int64_t>& indices) const {
   }
   return {windows.narrow(1, 0, seq_len).contiguous(),
           windows.narrow(1, 1, seq_len).contiguous()};
-}
-
-absl::StatusOr<int64_t> TokenFileDataset::Vocabulary(int64_t declared) {
-  if (declared > 0 && windows_ * options_.seq_len * options_.width > kScanAlwaysBytes) {
-    CheckIdsBelow(declared);
-    return declared;
-  }
-  ASSIGN_OR_RETURN(const int64_t max_id, MaxId());
-  return max_id + 1;
 }
 
 absl::StatusOr<int64_t> TokenFileDataset::MaxId() const {

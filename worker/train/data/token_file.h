@@ -51,13 +51,6 @@ class TokenFileDataset : public Dataset {
   // a declared vocabulary then needs no scan. Call before sharing.
   void CheckIdsBelow(int64_t limit) { vocab_limit_ = limit; }
 
-  // The vocabulary size the model is built for. Up to 256 MiB of tokens,
-  // or with no `declared` size (model.vocab_size, 0 = none), the file is
-  // scanned: the largest id + 1, so a wrong declaration fails at start.
-  // Past that, `declared` is taken and checked as windows are read, so the
-  // first step waits for no scan. Call before sharing.
-  absl::StatusOr<int64_t> Vocabulary(int64_t declared);
-
  private:
   TokenFileDataset(Options options, int fd, int64_t windows);
   // Reads tokens [first, first + count) into `out` as int64 ids.

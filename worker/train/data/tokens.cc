@@ -27,8 +27,12 @@ absl::StatusOr<LoadedSet> Windows(const ReadRequest& req, int width,
   out.info.integer_inputs = true;
   if (width == 1) {
     out.info.vocab_size = 256;  // text: the bytes are the tokens
+  } else if (req.vocab_from_declaration) {
+    data->CheckIdsBelow(req.vocab_size);
+    out.info.vocab_size = req.vocab_size;
   } else {
-    ASSIGN_OR_RETURN(out.info.vocab_size, data->Vocabulary(req.vocab_size));
+    ASSIGN_OR_RETURN(const int64_t max_id, data->MaxId());
+    out.info.vocab_size = max_id + 1;
   }
   out.data = std::move(data);
   return out;

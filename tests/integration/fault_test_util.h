@@ -1,0 +1,123 @@
+#pragma once
+
+// What the fault-tolerance tests read back from a cluster: the checkpoint
+// catalog, restart reasons, and the samples each step trained (from the
+// ranks' TRAINCTL_SAMPLE_LOG files), to prove exact-once data.
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "local_cluster.h"
+
+namespace trainctl::testing {
+
+inline std::vector<v1::Checkpoint> Catalog(LocalCluster& cluster,
+                                    const std::string& id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListCheckpointsRequest req;
+  req.set_job_id(id);
+  v1::ListCheckpointsResponse resp;
+  EXPECT_TRUE(cluster.jobs().ListCheckpoints(&ctx, req, &resp).ok());
+  return {resp.checkpoints().begin(), resp.checkpoints().end()};
+}
+
+inline v1::Job WaitUntilFinal(LocalCluster& cluster, const std::string& id) {
+  return cluster.WaitForJob(
+      id,
+      [](const v1::Job& j) {
+        return j.state() == v1::JOB_STATE_SUCCEEDED ||
+               j.state() == v1::JOB_STATE_FAILED ||
+               j.state() == v1::JOB_STATE_CANCELLED;
+      },
+      std::chrono::seconds(400));
+}
+
+// The reasons of the job's transitions into RESTARTING.
+inline std::vector<std::string> RestartReasons(const v1::Job& job) {
+  std::vector<std::string> out;
+  for (const auto& t : job.transitions()) {
+    if (t.to() == v1::JOB_STATE_RESTARTING) out.push_back(t.reason());
+  }
+  return out;
+}
+
+// Sample ids per step from the ranks' sample logs (TRAINCTL_SAMPLE_LOG):
+// for each step, the ids of the latest generation that trained it (a
+// restart re-trains the steps after its checkpoint; those replace the lost
+// ones, exactly like the model state does).
+inline std::map<int64_t, std::vector<int64_t>> SamplesByStep(const std::string& dir,
+                                                      const std::string& job) {
+  std::map<int64_t, std::pair<int, std::vector<int64_t>>> by_step;
+  DIR* d = opendir(dir.c_str());
+  while (const dirent* e = d ? readdir(d) : nullptr) {
+    const std::string name = e->d_name;
+    int gen = 0, rank = 0;
+    if (name.rfind(job + "-g", 0) != 0 ||
+        sscanf(name.c_str() + job.size(), "-g%d-r%d", &gen, &rank) != 2) {
+      continue;
+    }
+    std::ifstream in(dir + "/" + name);
+    std::string line;
+    std::map<int64_t, std::vector<int64_t>> mine;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      int64_t step = 0, id = 0;
+      fields >> step;
+      while (fields >> id) mine[step].push_back(id);
+    }
+    for (auto& [step, ids] : mine) {
+      auto& slot = by_step[step];
+      if (gen > slot.first) slot = {gen, {}};
+      if (gen == slot.first) slot.second.insert(slot.second.end(), ids.begin(), ids.end());
+    }
+  }
+  if (d) closedir(d);
+  std::map<int64_t, std::vector<int64_t>> out;
+  for (auto& [step, slot] : by_step) out[step] = slot.second;
+  return out;
+}
+
+// Every sample of each epoch exactly once, every step complete: `epochs`
+// of `steps_per_epoch` steps of `batch` samples, over `samples` samples.
+inline void ExpectExactlyOnce(
+    const std::map<int64_t, std::vector<int64_t>>& steps, int epochs,
+    int steps_per_epoch, int batch, int samples) {
+  ASSERT_EQ(steps.size(), static_cast<size_t>(epochs * steps_per_epoch));
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    std::map<int64_t, int> seen;
+    for (int s = 0; s < steps_per_epoch; ++s) {
+      const auto& ids = steps.at(epoch * steps_per_epoch + s);
+      EXPECT_EQ(ids.size(), static_cast<size_t>(batch)) << "step " << s;
+      for (int64_t id : ids) ++seen[id];
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(samples)) << "epoch " << epoch;
+    for (const auto& [id, n] : seen) {
+      ASSERT_EQ(n, 1) << "sample " << id << " in epoch " << epoch;
+    }
+  }
+}
+
+// Sets an environment variable for the processes started while it lives.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+}  // namespace trainctl::testing
