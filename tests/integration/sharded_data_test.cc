@@ -77,13 +77,20 @@ TEST(ShardedDataTest, ARestartFromThreeRanksToTwoTrainsEveryWindowOnce) {
     ScopedEnv hang("TRAINCTL_FAULT", "hang:rank=2,step=30,generation=1");
     cluster = std::make_unique<LocalCluster>(3, 1, 1);
   }
-  v1::Job job = cluster->Submit(
+  const std::string spec =
       "name: shard-restart\nranks: 3\nseed: 5\n"
       "model: {type: gpt, d_model: 32, n_layers: 1, n_heads: 2, max_seq_len: 8}\n"
       "data: {format: tokens, train_path: " + data + ", seq_len: 4}\n"
       "training: {epochs: 2, batch_size: 12, log_every_steps: 5}\n"
       "checkpoint: {dir: " + checkpoints + ", every_steps: 10}\n"
-      "fault_tolerance: {min_workers: 2, max_restarts: 1, hang_timeout_s: 600}\n");
+      "fault_tolerance: {min_workers: 2, max_restarts: 1, hang_timeout_s: 600}\n";
+  // The dry run counts the windows of all three shards (the data probe).
+  const CliResult dry =
+      cluster->Cli({"submit", cluster->WriteFile("shards.yaml", spec), "--dry-run"});
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_THAT(dry.output, HasSubstr("Shard plan:  300 samples per epoch in 25 "
+                                    "steps of 12 (4 per rank per micro-step)"));
+  v1::Job job = cluster->Submit(spec);
   const v1::Job mid = cluster->WaitForJob(
       job.id(),
       [&](const v1::Job& j) {
