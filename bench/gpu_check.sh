@@ -27,6 +27,7 @@ packages=(
   libabsl-dev libabsl20220623 libre2-dev libre2-9 libc-ares-dev libc-ares2
   libssl-dev libssl3 zlib1g-dev zlib1g libyaml-cpp-dev libyaml-cpp0.7
   libsqlite3-dev libsqlite3-0 libcli11-dev libgtest-dev libgmock-dev libgloo-dev
+  libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16
 )
 
 if [ "${1:-}" = "--fetch-debs" ]; then

@@ -17,6 +17,7 @@
 #include "common/data_shards.h"
 #include "common/npy_header.h"
 #include "common/status_macros.h"
+#include "common/webdataset_index.h"
 
 namespace trainctl {
 namespace {
@@ -280,10 +281,10 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
   const std::string& labels = eval ? data.eval_labels() : data.train_labels();
   RETURN_IF_ERROR(NeedsPath(field, path, format));
   if (format != "csv" && format != "tokens" && format != "text" &&
-      format != "npy" && format != "tensors") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.format: unknown format '", format,
-                     "' (expected idx, csv, tokens, text, tensors or npy)"));
+      format != "npy" && format != "tensors" && format != "webdataset") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.format: unknown format '", format,
+        "' (expected idx, csv, tokens, text, tensors, npy or webdataset)"));
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> shards,
                    ResolveShards(field, path));
@@ -307,6 +308,14 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
       ASSIGN_OR_RETURN(count, CsvRowCount(field, shard, data.header(), left, limits));
     } else if (format == "tokens" || format == "text") {
       ASSIGN_OR_RETURN(count, WindowCount(field, shard, data, left));
+    } else if (format == "webdataset") {
+      struct stat st;
+      ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, shard, &st));
+      ScopedFd owned(fd);
+      ASSIGN_OR_RETURN(const std::vector<WebDatasetSample> samples,
+                       IndexWebDatasetTar(fd, st.st_size, field, shard,
+                                          limits.deadline));
+      count = static_cast<int64_t>(samples.size());
     } else if (format == "npy") {
       ASSIGN_OR_RETURN(count, NpyCount(field, shard, labels_field,
                                        label_shards.empty() ? "" : label_shards[i],

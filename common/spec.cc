@@ -80,7 +80,8 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
 void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   SpecReader s(top.Child("data"), "data", errors);
   d->set_format(
-      s.Choice("format", "idx", {"idx", "csv", "tokens", "text", "tensors", "npy"},
+      s.Choice("format", "idx",
+               {"idx", "csv", "tokens", "text", "tensors", "npy", "webdataset"},
                "format"));
   d->set_train_images(s.String("train_images", ""));
   d->set_train_labels(s.String("train_labels", ""));
@@ -261,6 +262,11 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
     errors->push_back(
         "model.type: gpt needs token data (data.format tokens, text, npy or "
         "tensors)");
+  }
+  if (d.format() == "webdataset" && spec.task() != "classification") {
+    errors->push_back(absl::StrCat("task: data.format webdataset holds "
+                                   "labelled images; task ", spec.task(),
+                                   " needs another format"));
   }
   // npy: labels beside the inputs, unless the array is a token stream.
   if (d.format() == "npy" && spec.task() != "language_model") {

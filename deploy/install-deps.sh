@@ -9,6 +9,8 @@ packages=(
   libtorch-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev
+  # JPEG and PNG images of WebDataset tar shards (data.format webdataset).
+  libjpeg62-turbo-dev libpng-dev
   # TLS on every port and the cluster CA (common/pki.cc), OpenSSL 3.
   libssl-dev
   libgtest-dev libgmock-dev

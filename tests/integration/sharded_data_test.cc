@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "fault_test_util.h"
+#include "tests/unit/image_test_util.h"
 #include "local_cluster.h"
 
 namespace trainctl::testing {
@@ -25,6 +27,8 @@ namespace {
 
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using trainctl::testing::EncodePng;
+using trainctl::testing::Tar;
 
 // `count` uint16 ids, id i = (i * step) % 97.
 void WriteTokens(const std::string& path, int count, int step) {
@@ -108,6 +112,49 @@ TEST(ShardedDataTest, ARestartFromThreeRanksToTwoTrainsEveryWindowOnce) {
   EXPECT_GT(done.resume_from().step(), 0);
   ExpectExactlyOnce(SamplesByStep(samples, job.id()), 2, kStepsPerEpoch, kBatch,
                     kWindows);
+}
+
+// A tar of `count` 8x8 grayscale PNGs: class k's pixels are noise around
+// 40 + 85k, so three brightness classes an mlp tells apart.
+std::string ImageShard(int count, uint32_t seed) {
+  std::vector<std::pair<std::string, std::string>> files;
+  uint32_t state = seed;
+  for (int i = 0; i < count; ++i) {
+    const int label = static_cast<int>((state = state * 1664525u + 1013904223u) >> 30) % 3;
+    std::vector<uint8_t> pixels(64);
+    for (uint8_t& p : pixels) {
+      state = state * 1664525u + 1013904223u;
+      p = static_cast<uint8_t>(40 + 85 * label + static_cast<int>(state >> 27) - 16);
+    }
+    const std::string key = "img" + std::to_string(seed) + "-" + std::to_string(i);
+    files.push_back({key + ".png", EncodePng(pixels, 8, 8, 1)});
+    files.push_back({key + ".cls", std::to_string(label)});
+  }
+  return Tar(files);
+}
+
+TEST(ShardedDataTest, TarShardsOfImagesTrainThroughTheService) {
+  const ScopedTempDir temp("webdataset");
+  const std::string train = temp.path() + "/train", eval = temp.path() + "/eval.tar";
+  std::filesystem::create_directories(train);
+  for (uint32_t s = 0; s < 3; ++s) {
+    std::ofstream(train + "/shard-" + std::to_string(s) + ".tar", std::ios::binary)
+        << ImageShard(200 + 40 * static_cast<int>(s), s + 1);
+  }
+  std::ofstream(eval, std::ios::binary) << ImageShard(150, 99);
+  LocalCluster cluster(2, 1, 1);
+  const v1::Job job = cluster.Submit(
+      "name: images\nranks: 2\nseed: 4\nmodel: mlp\n"
+      "data: {format: webdataset, train_path: " + train + ", eval_path: " + eval + "}\n"
+      "optimizer: {type: adamw, lr: 0.005}\n"
+      "training: {epochs: 4, batch_size: 32, log_every_steps: 10}\n");
+  const v1::Job done = WaitUntilFinal(cluster, job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  const auto& eval_values = done.latest_eval().values();
+  ASSERT_TRUE(eval_values.count("eval_accuracy"));
+  std::cout << "eval accuracy on tar shards of images "
+            << eval_values.at("eval_accuracy") << std::endl;
+  EXPECT_GT(eval_values.at("eval_accuracy"), 0.9);
 }
 
 TEST(ShardedDataTest, ANodeHoldingADifferentShardFailsTheJobNamingIt) {

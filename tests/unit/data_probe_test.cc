@@ -20,6 +20,7 @@
 
 #include "tests/unit/temp_dir_test.h"
 #include "tests/unit/leak_check.h"
+#include "tests/unit/image_test_util.h"
 #include "tests/unit/npy_test_util.h"
 #include "worker/agent/data_probe_handler.h"
 
@@ -260,6 +261,20 @@ TEST_F(DataProbeTest, ShardedPathsAreCountedAcrossTheirFiles) {
   EXPECT_EQ(counts->train_samples, 4);
   tokens.set_train_path(dir_ + "/shards/*.txt");
   EXPECT_THAT(ErrorOf(tokens), HasSubstr("*.txt: names no regular file"));
+}
+
+TEST_F(DataProbeTest, WebDatasetSamplesAreCountedFromTheTarHeaders) {
+  using trainctl::testing::Tar;
+  // The probe reads headers and labels only: the images are not decoded.
+  v1::DataSpec d = Data("webdataset");
+  d.set_train_path(Write("a.tar", Tar({{"x/1.png", "not decoded"}, {"x/1.cls", "0"},
+                                       {"x/2.jpg", "not decoded"}, {"x/2.cls", "1"},
+                                       {"x/2.txt", "a caption"}})));
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(d);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 2);
+  d.set_train_path(Write("b.tar", Tar({{"x/1.png", "not decoded"}})));
+  EXPECT_THAT(ErrorOf(d), HasSubstr("b.tar: sample 0 has an image but no .cls label"));
 }
 
 // C1 holds for the probe too: its errors never quote a file.

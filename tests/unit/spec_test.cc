@@ -94,6 +94,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "optimizer.nesterov: needs type sgd with momentum > 0"},
         BadCase{"model: mlp\ndata: {train_images: a}",
                 "data.train_labels: is required"},
+        BadCase{"model: mlp\ntask: regression\n"
+                "data: {format: webdataset, train_path: shards/}",
+                "task: data.format webdataset holds labelled images; task "
+                "regression needs another format"},
         BadCase{"model: mlp\ndata: {format: npy, train_path: x.npy}",
                 "data.train_labels: is required for format npy with task "
                 "classification"},

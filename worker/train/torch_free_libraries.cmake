@@ -18,6 +18,13 @@ add_library(trainctl_decoded_cache STATIC ${_train}/data/decoded_cache.cc)
 target_compile_options(trainctl_decoded_cache PRIVATE ${TRAINCTL_WARNINGS})
 target_link_libraries(trainctl_decoded_cache PUBLIC trainctl_common ZLIB::ZLIB)
 
+# JPEG and PNG decoding for webdataset shards (data/image_decode.h).
+add_library(trainctl_image_decode STATIC ${_train}/data/image_decode.cc)
+target_compile_options(trainctl_image_decode PRIVATE ${TRAINCTL_WARNINGS})
+target_include_directories(trainctl_image_decode PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(trainctl_image_decode PUBLIC absl::status absl::statusor
+                      JPEG::JPEG PNG::PNG)
+
 # What a rank sees of a sharded data set, checked across ranks
 # (data/shard_manifest.h); checksums kept beside the decoded copies.
 add_library(trainctl_shard_manifest STATIC ${_train}/data/shard_manifest.cc)

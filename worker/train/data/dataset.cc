@@ -78,9 +78,11 @@ absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
   if (d.format() == "text") return ReadText(req, d);
   if (d.format() == "tensors") return ReadTensors(req);
   if (d.format() == "npy") return ReadNpy(req, d);
+  if (d.format() == "webdataset") return ReadWebDataset(req);
   return absl::InvalidArgumentError(
       absl::StrCat("data.format: unknown format '", d.format(),
-                   "' (expected idx, csv, tokens, text, tensors or npy)"));
+                   "' (expected idx, csv, tokens, text, tensors, npy or "
+                   "webdataset)"));
 }
 
 // The facts every shard of one set must share, the model being built once.

@@ -52,6 +52,8 @@ absl::StatusOr<LoadedSet> ReadText(const ReadRequest& req,
 // for regression), or, for task language_model, one 1-D token array.
 absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
                                   const v1::DataSpec& data);
+// format webdataset: a tar of KEY.jpg/KEY.png images with KEY.cls labels.
+absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
 
