@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -98,13 +97,27 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": ", why));
   };
+  // As WebDataset groups them: a sample is a run of consecutive members
+  // with one key, and ends where the key changes.
   struct Partial {
+    std::string key;
     WebDatasetSample sample;
     bool has_image = false, has_label = false;
-    int64_t order = 0;
   };
-  std::map<std::string, Partial> by_key;
-  std::vector<std::string> order;  // keys in first-seen order
+  Partial p;
+  int64_t keys = 0;  // runs seen, for naming a sample by position
+  std::vector<WebDatasetSample> samples;
+  auto finish = [&]() -> absl::Status {
+    if (p.key.empty() || (!p.has_image && !p.has_label)) return absl::OkStatus();
+    if (!p.has_image || !p.has_label) {
+      return bad(absl::StrCat("sample ", keys - 1, " has ",
+                              p.has_image ? "an image" : "a label", " but no ",
+                              p.has_image ? ".cls label" : ".jpg/.png image",
+                              " (a sample's members must be consecutive)"));
+    }
+    samples.push_back(p.sample);
+    return absl::OkStatus();
+  };
   std::string header, long_name;
   int64_t offset = 0, members = 0;
   bool ended = false;  // the end-of-archive block was seen
@@ -151,12 +164,11 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
       if (dot != std::string::npos) {
         const std::string key = name.substr(0, dot);
         const std::string ext = absl::AsciiStrToLower(name.substr(dot + 1));
-        auto [it, fresh] = by_key.try_emplace(key);
-        if (fresh) {
-          it->second.order = static_cast<int64_t>(order.size());
-          order.push_back(key);
+        if (key != p.key) {
+          if (absl::Status done = finish(); !done.ok()) return done;
+          p = Partial{key, {}, false, false};
+          ++keys;
         }
-        Partial& p = it->second;
         if (ext == "jpg" || ext == "jpeg" || ext == "png") {
           p.sample.image_offset = data;
           p.sample.image_size = size;
@@ -167,7 +179,7 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
           if (size > kMaxLabelBytes || !ReadAt(fd, data, static_cast<size_t>(size), &text) ||
               !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &p.sample.label) ||
               p.sample.label < 0 || p.sample.label > INT32_MAX) {
-            return bad(absl::StrCat("sample ", p.order, " has a .cls label that "
+            return bad(absl::StrCat("sample ", keys - 1, " has a .cls label that "
                                     "is not an integer in [0, 2^31-1]"));
           }
           p.has_label = true;
@@ -181,17 +193,7 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
   // Every writer ends a tar with zero blocks: without them the file was
   // cut short, possibly inside the padding of its last member.
   if (!ended) return bad("ends inside a member (a file cut short, or still being written?)");
-  std::vector<WebDatasetSample> samples;
-  samples.reserve(order.size());
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Partial& p = by_key[order[i]];
-    if (!p.has_image && !p.has_label) continue;  // other members only
-    if (!p.has_image || !p.has_label) {
-      return bad(absl::StrCat("sample ", i, " has ", p.has_image ? "an image" : "a label",
-                              " but no ", p.has_image ? ".cls label" : ".jpg/.png image"));
-    }
-    samples.push_back(p.sample);
-  }
+  if (absl::Status done = finish(); !done.ok()) return done;
   if (samples.empty()) {
     return bad("holds no samples (members named KEY.jpg or KEY.png with KEY.cls)");
   }

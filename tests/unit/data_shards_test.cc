@@ -73,6 +73,19 @@ TEST_F(ShardTest, ADirectoryOfShardsIsOneSetInPathOrder) {
   EXPECT_EQ(std::count(ds->manifest.begin(), ds->manifest.end(), '\n'), 2);
 }
 
+TEST_F(ShardTest, AnEvalSetMayBeShardedToo) {
+  WriteTokenShards("train", {13, 9});
+  WriteTokenShards("eval", {9, 9, 5});  // 2 + 2 + 1 windows
+  v1::JobSpec spec = TokenSpec(dir_ + "/train");
+  spec.mutable_data()->set_eval_path(dir_ + "/eval/*.bin");
+  auto ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->eval->size(), 5);
+  EXPECT_EQ(ds->eval->Gather({4}).inputs[0][0].item<int64_t>(), 2000);
+  EXPECT_EQ(std::count(ds->manifest.begin(), ds->manifest.end(), '\n'), 5);
+  EXPECT_THAT(ds->manifest, HasSubstr("data.eval_path\t" + dir_ + "/eval/part-2.bin\t10\t"));
+}
+
 TEST_F(ShardTest, UnshardedPathsHaveNoManifest) {
   WriteTokenShards("one", {13});
   auto ds = LoadDatasets(TokenSpec(dir_ + "/one/part-0.bin"));

@@ -91,6 +91,12 @@ TEST_F(WebDatasetTest, RefusalsNameTheSampleNeverTheMembersOrBytes) {
                                                {"k.cls", secret}}))),
               AllOf(HasSubstr("sample 0 has a .cls label that is not an integer"),
                     Not(HasSubstr(secret))));
+  // WebDataset's grouping: a sample's members are consecutive.
+  EXPECT_THAT(Error(Write("split.tar", Tar({{"a.png", EncodePng(Pixels(1, 0), 4, 3, 1)},
+                                            {"b.png", EncodePng(Pixels(1, 0), 4, 3, 1)},
+                                            {"b.cls", "1"}, {"a.cls", "0"}}))),
+              HasSubstr("sample 0 has an image but no .cls label (a sample's "
+                        "members must be consecutive)"));
   const std::string whole = Tar({{"k.png", EncodePng(Pixels(1, 0), 4, 3, 1)}, {"k.cls", "1"}});
   EXPECT_THAT(Error(Write("cut.tar", whole.substr(0, 600))), HasSubstr("ends inside a member"));
   EXPECT_THAT(Error(Write("empty.tar", Tar({{"readme.txt", "hello"}}))),
