@@ -20,6 +20,7 @@
 
 #include "fault_test_util.h"
 #include "tests/unit/image_test_util.h"
+#include "tests/unit/tar_test_util.h"
 #include "local_cluster.h"
 
 namespace trainctl::testing {

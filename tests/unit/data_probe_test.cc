@@ -20,7 +20,7 @@
 
 #include "tests/unit/temp_dir_test.h"
 #include "tests/unit/leak_check.h"
-#include "tests/unit/image_test_util.h"
+#include "tests/unit/tar_test_util.h"
 #include "tests/unit/npy_test_util.h"
 #include "worker/agent/data_probe_handler.h"
 

@@ -7,6 +7,7 @@
 
 #include "tests/unit/data_test_util.h"
 #include "tests/unit/image_test_util.h"
+#include "tests/unit/tar_test_util.h"
 #include "tests/unit/leak_check.h"
 
 namespace trainctl::train::data_testing {

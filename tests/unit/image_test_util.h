@@ -1,16 +1,15 @@
 #pragma once
 
-// Images and tar files built in the test, for the webdataset reader and
-// probe: PNG and JPEG encoded with libpng and libjpeg, and a ustar writer.
-// Torch-free; link PNG::PNG and JPEG::JPEG.
+// Images built in the test, for the webdataset reader: PNG and JPEG encoded
+// with libpng and libjpeg. Torch-free; link PNG::PNG and JPEG::JPEG.
 
 #include <png.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <jpeglib.h>
@@ -59,31 +58,6 @@ inline std::string EncodeJpeg(const std::vector<uint8_t>& pixels, int height,
   std::string out(reinterpret_cast<char*>(buffer), size);
   jpeg_destroy_compress(&info);
   std::free(buffer);
-  return out;
-}
-
-// A ustar archive of (name, bytes) regular files, as `tar cf` writes one.
-inline std::string Tar(const std::vector<std::pair<std::string, std::string>>& files) {
-  std::string out;
-  for (const auto& [name, bytes] : files) {
-    std::string header(512, '\0');
-    std::memcpy(header.data(), name.data(), std::min<size_t>(name.size(), 99));
-    std::snprintf(header.data() + 100, 8, "%07o", 0644);
-    std::snprintf(header.data() + 108, 8, "%07o", 0);
-    std::snprintf(header.data() + 116, 8, "%07o", 0);
-    std::snprintf(header.data() + 124, 12, "%011lo", static_cast<unsigned long>(bytes.size()));
-    std::snprintf(header.data() + 136, 12, "%011o", 0);
-    header[156] = '0';
-    std::memcpy(header.data() + 257, "ustar\0" "00", 8);
-    std::memset(header.data() + 148, ' ', 8);
-    unsigned sum = 0;
-    for (unsigned char c : header) sum += c;
-    std::snprintf(header.data() + 148, 8, "%06o", sum);
-    out += header;
-    out += bytes;
-    out.append((512 - bytes.size() % 512) % 512, '\0');
-  }
-  out.append(1024, '\0');
   return out;
 }
 
