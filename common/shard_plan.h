@@ -15,6 +15,11 @@ namespace trainctl {
 // of that window. The last partial window of an epoch is dropped, so every
 // rank has the same number of equal-sized steps.
 
+// Which visiting order a checkpoint's cursor refers to: 1 was an n-element
+// Fisher-Yates table, 2 is EpochOrder. Bump it whenever the order a
+// (seed, epoch, n) gives changes.
+inline constexpr int kEpochOrderVersion = 2;
+
 // One epoch's visiting order: a seeded bijection on [0, n) evaluated one
 // position at a time, so no n-element table exists in any process and n
 // can be 10^10 or more. It is a keyed Feistel network on the smallest

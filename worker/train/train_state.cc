@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/shard_plan.h"
 #include "worker/train/device.h"
 #include "worker/train/optim/optimizer_state.h"
 
@@ -37,6 +38,7 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
   archive.write("global_batch", c10::IValue(cursor.global_batch));
   archive.write("train_samples", c10::IValue(cursor.train_samples));
   archive.write("world_size", c10::IValue(int64_t{cursor.world_size}));
+  archive.write("epoch_order", c10::IValue(int64_t{kEpochOrderVersion}));
 
   std::vector<std::string> names;
   const auto state = refs.model->NamedState();
@@ -102,6 +104,10 @@ absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
   cursor.global_batch = ReadInt(archive, "global_batch");
   cursor.train_samples = ReadInt(archive, "train_samples");
   cursor.world_size = static_cast<int>(ReadInt(archive, "world_size"));
+  c10::IValue order;
+  cursor.epoch_order = archive.try_read("epoch_order", order) && order.isInt()
+                           ? static_cast<int>(order.toInt())
+                           : 1;
 
   torch::NoGradGuard no_grad;
   c10::IValue names_value;

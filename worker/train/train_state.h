@@ -23,6 +23,9 @@ struct TrainingCursor {
   int64_t global_batch = 0;      // samples per optimizer step
   int64_t train_samples = 0;     // size of the training set
   int world_size = 0;            // ranks that saved it (informational)
+  // The shard plan's kEpochOrderVersion when it was saved (1 before
+  // checkpoints recorded it).
+  int epoch_order = 0;
 };
 
 // The live objects a checkpoint saves from and loads into.

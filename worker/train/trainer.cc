@@ -154,12 +154,27 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   Checkpointer checkpoints(spec, ctx,
                            {model.get(), optimizer.get(), params, scaler.get()});
   int64_t first_step = 0;
+  bool epoch_order_changed = false;
   {
     ASSIGN_OR_RETURN(std::optional<TrainingCursor> resumed,
                      checkpoints.Resume(samples_per_step, data.train->size()));
     if (resumed) {
       first_step = resumed->epoch * steps_per_epoch +
                    resumed->samples_in_epoch / samples_per_step;
+      // Saved by a trainctl whose epochs visited the data in another
+      // order: the rest of this epoch follows the new one, so it may
+      // repeat or skip samples. Said, not hidden; exact from the next epoch.
+      if (resumed->epoch_order != kEpochOrderVersion &&
+          resumed->samples_in_epoch > 0) {
+        epoch_order_changed = true;
+        if (ctx.rank == 0) {
+          std::cerr << "trainctl: the checkpoint was written with data order "
+                    << resumed->epoch_order << "; this trainctl uses order "
+                    << kEpochOrderVersion << ", so the rest of epoch "
+                    << resumed->epoch << " is drawn from the new order and may "
+                    << "repeat or skip samples; every epoch after it is exact\n";
+        }
+      }
     }
   }
   RankProgress local_progress;
@@ -212,6 +227,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   for (const auto& p : params) parameter_count += p.numel();
   plan_metric["parameters"] = parameter_count;
   plan_metric.insert(ctx.startup.begin(), ctx.startup.end());
+  if (epoch_order_changed) plan_metric["epoch_order_changed"] = 1;
   report("plan", 0, 0, plan_metric);
 
   TrainResult result;
