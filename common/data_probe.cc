@@ -339,6 +339,19 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
 
 }  // namespace
 
+bool ReadFullyAt(int fd, int64_t offset, size_t size, std::string* out) {
+  out->assign(size, '\0');
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, out->data() + done, size - done,
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 absl::StatusOr<int> OpenRegularFile(const std::string& field,
                                     const std::string& path,
                                     struct stat* stat_out) {

@@ -40,6 +40,10 @@ absl::StatusOr<int> OpenRegularFile(const std::string& field,
                                     const std::string& path,
                                     struct stat* stat_out = nullptr);
 
+// Reads exactly `size` bytes at `offset` of `fd` into `out`; false when the
+// file ends first or a read fails.
+bool ReadFullyAt(int fd, int64_t offset, size_t size, std::string* out);
+
 // Checks that every file the format needs is a readable regular file
 // (images and labels for idx, the eval set's too when given) and counts the
 // samples. Errors name the spec field and the path, never bytes of a file:

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/data_probe.h"
 
 namespace trainctl {
 namespace {
@@ -91,19 +92,8 @@ absl::StatusOr<NpyHeader> ReadNpyHeader(int fd, int64_t file_size,
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": ", why));
   };
-  auto read_at = [&](int64_t offset, size_t size, std::string* out) {
-    out->assign(size, '\0');
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd, out->data() + done, size - done,
-                                static_cast<off_t>(offset + done));
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  };
   std::string preamble;
-  if (!read_at(0, 10, &preamble) || preamble.compare(0, 6, kMagic, 6) != 0) {
+  if (!ReadFullyAt(fd, 0, 10, &preamble) || preamble.compare(0, 6, kMagic, 6) != 0) {
     return bad("not a .npy file (no NumPy magic string at its start)");
   }
   const int major = static_cast<unsigned char>(preamble[6]);
@@ -114,7 +104,7 @@ absl::StatusOr<NpyHeader> ReadNpyHeader(int fd, int64_t file_size,
     header_bytes = p[8] | (p[9] << 8);
   } else if (major == 2 || major == 3) {
     std::string wide;
-    if (!read_at(8, 4, &wide)) return bad("ends inside its header");
+    if (!ReadFullyAt(fd, 8, 4, &wide)) return bad("ends inside its header");
     const auto* w = reinterpret_cast<const unsigned char*>(wide.data());
     header_bytes = int64_t{w[0]} | int64_t{w[1]} << 8 | int64_t{w[2]} << 16 |
                    int64_t{w[3]} << 24;
@@ -125,7 +115,7 @@ absl::StatusOr<NpyHeader> ReadNpyHeader(int fd, int64_t file_size,
   }
   if (header_bytes > kMaxHeaderBytes) return bad("its header is over 64 KiB");
   std::string text;
-  if (!read_at(text_offset, static_cast<size_t>(header_bytes), &text)) {
+  if (!ReadFullyAt(fd, text_offset, static_cast<size_t>(header_bytes), &text)) {
     return bad("ends inside its header");
   }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/data_probe.h"
 
 namespace trainctl {
 namespace {
@@ -17,18 +18,6 @@ constexpr int64_t kBlock = 512;
 // Larger pax or GNU name records than this are not names.
 constexpr int64_t kMaxNameRecord = 1 << 16;
 constexpr int64_t kMaxLabelBytes = 32;
-
-bool ReadAt(int fd, int64_t offset, size_t size, std::string* out) {
-  out->assign(size, '\0');
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pread(fd, out->data() + done, size - done,
-                              static_cast<off_t>(offset + done));
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 // An octal (or, with the high bit set, base-256) number field.
 bool TarNumber(const char* field, size_t width, int64_t* out) {
@@ -126,7 +115,7 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
       return absl::DeadlineExceededError(
           absl::StrCat(field, ": ", path, ": indexing the tar took too long"));
     }
-    if (!ReadAt(fd, offset, kBlock, &header)) return bad("cannot read a tar header");
+    if (!ReadFullyAt(fd, offset, kBlock, &header)) return bad("cannot read a tar header");
     if (header.find_first_not_of('\0') == std::string::npos) {
       ended = true;
       break;
@@ -152,7 +141,7 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
     if (type == 'L' || type == 'x') {
       if (size > kMaxNameRecord) return bad("has a name record over 64 KiB");
       std::string record;
-      if (!ReadAt(fd, data, static_cast<size_t>(size), &record)) {
+      if (!ReadFullyAt(fd, data, static_cast<size_t>(size), &record)) {
         return bad("cannot read a name record");
       }
       long_name = type == 'L' ? record.substr(0, record.find('\0')) : PaxPath(record);
@@ -176,7 +165,7 @@ absl::StatusOr<std::vector<WebDatasetSample>> IndexWebDatasetTar(
           p.has_image = true;
         } else if (ext == "cls") {
           std::string text;
-          if (size > kMaxLabelBytes || !ReadAt(fd, data, static_cast<size_t>(size), &text) ||
+          if (size > kMaxLabelBytes || !ReadFullyAt(fd, data, static_cast<size_t>(size), &text) ||
               !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &p.sample.label) ||
               p.sample.label < 0 || p.sample.label > INT32_MAX) {
             return bad(absl::StrCat("sample ", keys - 1, " has a .cls label that "

@@ -32,6 +32,19 @@ inline std::vector<v1::Checkpoint> Catalog(LocalCluster& cluster,
   return {resp.checkpoints().begin(), resp.checkpoints().end()};
 }
 
+// Polls until the job has trained past `step` with a checkpoint in the
+// catalog, the moment the fault tests break something.
+inline v1::Job WaitForCheckpointAndStep(LocalCluster& cluster,
+                                        const std::string& id, int64_t step,
+                                        std::chrono::seconds timeout) {
+  return cluster.WaitForJob(
+      id,
+      [&](const v1::Job& j) {
+        return j.latest_train().step() >= step && !Catalog(cluster, id).empty();
+      },
+      timeout);
+}
+
 inline v1::Job WaitUntilFinal(LocalCluster& cluster, const std::string& id) {
   return cluster.WaitForJob(
       id,

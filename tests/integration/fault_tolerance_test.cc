@@ -69,13 +69,7 @@ TEST(FaultToleranceTest, KilledWorkerRestartsOnTwoWorkersWithExactlyOnceData) {
   v1::Job job = cluster->Submit(Spec(3, checkpoints,
                                       "{min_workers: 2, max_restarts: 2}"));
   // Kill w3 (rank 2) once a checkpoint exists, mid-epoch.
-  v1::Job mid = cluster->WaitForJob(
-      job.id(),
-      [&](const v1::Job& j) {
-        return j.latest_train().step() >= 25 &&
-               !Catalog(*cluster, job.id()).empty();
-      },
-      seconds(300));
+  v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 25, seconds(300));
   ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);
   ASSERT_LT(mid.latest_train().step(), 2 * kStepsPerEpoch - 20);
   cluster->KillWorker(2);

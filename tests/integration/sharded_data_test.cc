@@ -96,13 +96,7 @@ TEST(ShardedDataTest, ARestartFromThreeRanksToTwoTrainsEveryWindowOnce) {
   EXPECT_THAT(dry.output, HasSubstr("Shard plan:  300 samples per epoch in 25 "
                                     "steps of 12 (4 per rank per micro-step)"));
   v1::Job job = cluster->Submit(spec);
-  const v1::Job mid = cluster->WaitForJob(
-      job.id(),
-      [&](const v1::Job& j) {
-        return j.latest_train().step() >= 25 &&
-               !Catalog(*cluster, job.id()).empty();
-      },
-      seconds(120));
+  const v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 25, seconds(120));
   ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);
   cluster->KillWorker(2);
 

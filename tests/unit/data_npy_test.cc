@@ -126,17 +126,6 @@ TEST_F(NpyTest, NegativeClassIdNamesItsRowNotItsValue) {
                          ": row 1 has a class id below 0 or over 2^31-1");
 }
 
-// Runs `script` with the first python3 that has NumPy (a pyenv python3 may
-// shadow Debian's python3-numpy).
-bool RunPythonWithNumpy(const std::string& script, const std::string& args) {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd =
-        std::string(py) + " " + script + " " + args + " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return true;
-  }
-  return false;
-}
-
 TEST_F(NpyTest, ArraysWrittenByNumpyReadBackExactly) {
   const std::string script = Write("w.py", R"(import sys, numpy as np
 d = sys.argv[1]
@@ -153,7 +142,7 @@ np.savetxt(d + "/x64.txt", np.load(d + "/x64.npy").astype(np.float32).reshape(-1
 np.savetxt(d + "/y.txt", np.load(d + "/y.npy"), fmt="%d")
 np.savetxt(d + "/tok.txt", np.load(d + "/tok.npy"), fmt="%d")
 )");
-  if (!RunPythonWithNumpy(script, dir_)) {
+  if (!RunPython(script, dir_)) {
     GTEST_SKIP() << "no python3 with NumPy (install python3-numpy)";
   }
   auto read_text = [&](const std::string& name) {

@@ -47,6 +47,17 @@ class DataTest : public trainctl::testing::TempDirTest {
 
 };
 
+// Runs `script` with the first python3 that runs it to success (a pyenv
+// python3 may shadow Debian's, which has python3-torch and python3-numpy).
+inline bool RunPython(const std::string& script, const std::string& args) {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const std::string cmd =
+        std::string(py) + " " + script + " " + args + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return true;
+  }
+  return false;
+}
+
 inline torch::Tensor I64(std::vector<int64_t> v) {
   return torch::tensor(v, torch::kInt64);
 }

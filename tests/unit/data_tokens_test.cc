@@ -189,17 +189,6 @@ TEST_F(DataTest, TensorsFromCppAndMissingKey) {
               HasSubstr("junk.pt: not readable as a torch.save file"));
 }
 
-// Runs `script` with the first Python that can import torch (a pyenv
-// python3 may shadow Debian's, which is where python3-torch lives).
-bool RunPythonWithTorch(const std::string& script, const std::string& args) {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd =
-        std::string(py) + " " + script + " " + args + " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return true;
-  }
-  return false;
-}
-
 TEST_F(DataTest, TensorsWrittenByPython) {
   const std::string script = Write("w.py", R"(import sys, torch
 torch.save({"x": torch.arange(12, dtype=torch.float64).reshape(4, 3),
@@ -207,7 +196,7 @@ torch.save({"x": torch.arange(12, dtype=torch.float64).reshape(4, 3),
 torch.save({"x": torch.tensor([[1, 2, 3], [4, 5, 6]]),
             "y": torch.tensor([[2, 3, 4], [5, 6, 9]])}, sys.argv[2])
 )");
-  if (!RunPythonWithTorch(script, dir_ + "/r.pt " + dir_ + "/lm.pt")) {
+  if (!RunPython(script, dir_ + "/r.pt " + dir_ + "/lm.pt")) {
     GTEST_SKIP() << "no python3 that can import torch (install python3-torch)";
   }
 

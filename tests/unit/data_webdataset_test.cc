@@ -117,14 +117,6 @@ TEST_F(WebDatasetTest, RefusalsNameTheSampleNeverTheMembersOrBytes) {
   }
 }
 
-bool RunPython(const std::string& script, const std::string& args) {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd = std::string(py) + " " + script + " " + args + " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return true;
-  }
-  return false;
-}
-
 TEST_F(WebDatasetTest, ShardsWrittenByPythonsTarfileAreRead) {
   // Python's tarfile (what WebDataset's writer uses) in its default PAX
   // format, with a key too long for a ustar name; PNGs from zlib alone.

@@ -224,20 +224,7 @@ absl::StatusOr<LoadedSet> NpyTokens(const ReadRequest& req, const NpyFile& file,
   options.seq_len = data.seq_len();
   options.windows = req.limit;
   options.offset = h.data_offset;
-  ASSIGN_OR_RETURN(std::shared_ptr<TokenFileDataset> windows,
-                   TokenFileDataset::Open(options));
-  LoadedSet out;
-  out.info.input_shape = {data.seq_len()};
-  out.info.integer_inputs = true;
-  if (req.vocab_from_declaration) {
-    windows->CheckIdsBelow(req.vocab_size);
-    out.info.vocab_size = req.vocab_size;
-  } else {
-    ASSIGN_OR_RETURN(const int64_t max_id, windows->MaxId());
-    out.info.vocab_size = max_id + 1;
-  }
-  out.data = std::move(windows);
-  return out;
+  return TokenWindowSet(req, std::move(options));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "trainctl/v1/spec.pb.h"
 #include "worker/train/data/dataset.h"
+#include "worker/train/data/token_file.h"
 
 namespace trainctl::train {
 
@@ -42,6 +43,11 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
 
 absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
                                   const v1::DataSpec& data);
+// The next-token windows of a token file (`options` names it, and, for a
+// .npy, where its ids begin): vocabulary 256 for text's bytes, else the
+// declared one (req.vocab_from_declaration) or the largest id + 1.
+absl::StatusOr<LoadedSet> TokenWindowSet(const ReadRequest& req,
+                                         TokenFileDataset::Options options);
 // format tokens: flat little-endian ids of data.token_dtype.
 absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
                                      const v1::DataSpec& data);

@@ -20,12 +20,21 @@ absl::StatusOr<LoadedSet> Windows(const ReadRequest& req, int width,
   options.width = width;
   options.seq_len = seq_len;
   options.windows = req.limit;
+  return TokenWindowSet(req, std::move(options));
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedSet> TokenWindowSet(const ReadRequest& req,
+                                         TokenFileDataset::Options options) {
+  const int64_t seq_len = options.seq_len;
+  const bool bytes = options.width == 1;
   ASSIGN_OR_RETURN(std::shared_ptr<TokenFileDataset> data,
-                   TokenFileDataset::Open(options));
+                   TokenFileDataset::Open(std::move(options)));
   LoadedSet out;
   out.info.input_shape = {seq_len};
   out.info.integer_inputs = true;
-  if (width == 1) {
+  if (bytes) {
     out.info.vocab_size = 256;  // text: the bytes are the tokens
   } else if (req.vocab_from_declaration) {
     data->CheckIdsBelow(req.vocab_size);
@@ -37,8 +46,6 @@ absl::StatusOr<LoadedSet> Windows(const ReadRequest& req, int width,
   out.data = std::move(data);
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
                                      const v1::DataSpec& data) {

@@ -137,9 +137,9 @@ absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req) {
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(where, ": sample 0: ", why));
   };
-  std::string bytes(static_cast<size_t>((*samples)[0].image_size), '\0');
-  if (::pread(fd, bytes.data(), bytes.size(), (*samples)[0].image_offset) !=
-      static_cast<ssize_t>(bytes.size())) {
+  std::string bytes;
+  if (!ReadFullyAt(fd, (*samples)[0].image_offset,
+                   static_cast<size_t>((*samples)[0].image_size), &bytes)) {
     return fail("cannot read its image");
   }
   absl::StatusOr<DecodedImage> image =
