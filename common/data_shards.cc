@@ -25,7 +25,9 @@ bool IsDirectory(const std::string& path) {
 
 }  // namespace
 
+// An existing file is itself, even with * ? or [ in its name.
 bool NamesShards(const std::string& path) {
+  if (IsRegular(path)) return false;
   return path.find_first_of("*?[") != std::string::npos || IsDirectory(path);
 }
 
@@ -35,6 +37,7 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const std::string& field,
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": ", why));
   };
   std::vector<std::string> files;
+  if (!NamesShards(path)) return std::vector<std::string>{path};
   if (IsDirectory(path)) {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) return bad(absl::StrCat("cannot list: ", std::strerror(errno)));
@@ -46,7 +49,7 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const std::string& field,
       if (files.size() > static_cast<size_t>(kMaxShards)) break;
     }
     ::closedir(dir);
-  } else if (path.find_first_of("*?[") != std::string::npos) {
+  } else {
     glob_t matches;
     const int rc = ::glob(path.c_str(), GLOB_ERR | GLOB_NOSORT, nullptr, &matches);
     if (rc != 0 && rc != GLOB_NOMATCH) {
@@ -58,8 +61,6 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const std::string& field,
       if (files.size() > static_cast<size_t>(kMaxShards)) break;
     }
     ::globfree(&matches);
-  } else {
-    return std::vector<std::string>{path};
   }
   if (files.empty()) return bad("names no regular file");
   if (files.size() > static_cast<size_t>(kMaxShards)) {

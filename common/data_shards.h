@@ -17,8 +17,8 @@ namespace trainctl {
 // Most shards one path may name.
 inline constexpr int kMaxShards = 100000;
 
-// Whether `path` names shards (a directory, or a pattern with * ? or [)
-// rather than one file.
+// Whether `path` names shards (a directory, or a pattern with * ? or [
+// that is not itself the name of an existing file) rather than one file.
 bool NamesShards(const std::string& path);
 
 // The files `path` names: {path} for a plain file path (checked later, by

@@ -181,6 +181,7 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     if (catalog.ok() && connected != nullptr) {
       std::vector<v1::Checkpoint> infos;
       for (const auto& c : *catalog) infos.push_back(c.info);
+      std::set<int64_t> pruned;
       for (int64_t step : CheckpointsToPrune(infos, spec)) {
         auto it = std::find_if(infos.begin(), infos.end(),
                                [&](const v1::Checkpoint& c) {
@@ -188,10 +189,20 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
                                });
         if (store_.DeleteCheckpoint(job.id(), step).ok()) {
           prune.add_paths(it->path());
+          pruned.insert(step);
         }
       }
+      // What stays, so the agent also removes older files the catalog
+      // forgot with their deletion in flight (lost with a coordinator).
+      int64_t oldest_kept = 0;
+      for (const v1::Checkpoint& c : infos) {
+        if (pruned.count(c.step()) != 0) continue;
+        prune.add_keep(c.path());
+        if (oldest_kept == 0 || c.step() < oldest_kept) oldest_kept = c.step();
+      }
+      prune.set_stale_below_step(oldest_kept);
     }
-    if (prune.paths_size() > 0) {
+    if (prune.paths_size() > 0 || prune.stale_below_step() > 0) {
       prune.set_job_id(job.id());
       prune.set_dir(absl::StrCat(spec.dir(), "/", job.id()));
       v1::CoordinatorMessage m;

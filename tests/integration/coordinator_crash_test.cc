@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -158,6 +160,30 @@ TEST_P(CoordinatorCrashTest, NoRankDiesNoEventIsReusedAndTheCatalogMatchesTheDis
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(CheckpointFiles(job_dir), cataloged);
+}
+
+// A checkpoint file whose deletion was lost (the coordinator forgot it and
+// died before telling the agent; here planted before the job starts) goes
+// with the next prune instead of filling the disk.
+TEST(CheckpointRetentionTest, AFileTheCatalogForgotGoesWithTheNextPrune) {
+  LocalCluster cluster(2, 1, 1);
+  const std::string checkpoints = cluster.dir() + "/ckpt";
+  const std::string forgotten = checkpoints + "/job-1/step-000000001.ckpt";
+  std::filesystem::create_directories(checkpoints + "/job-1");
+  std::ofstream(forgotten) << "a checkpoint nobody catalogs";
+  std::string spec = Spec(checkpoints);
+  spec.replace(spec.find("epochs: 8"), 9, "epochs: 2");
+  v1::Job job = cluster.Submit(spec);
+  ASSERT_EQ(job.id(), "job-1");
+  const v1::Job done = cluster.WaitForJob(job.id(), IsFinal, seconds(400));
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  const auto deadline = std::chrono::steady_clock::now() + seconds(30);
+  while (std::filesystem::exists(forgotten) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_FALSE(std::filesystem::exists(forgotten));
+  EXPECT_EQ(CheckpointFiles(checkpoints + "/job-1").size(), 2u);  // keep_last
 }
 
 INSTANTIATE_TEST_SUITE_P(AtEachMoment, CoordinatorCrashTest,

@@ -91,6 +91,12 @@ TEST_F(ShardTest, UnshardedPathsHaveNoManifest) {
   auto ds = LoadDatasets(TokenSpec(dir_ + "/one/part-0.bin"));
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ(ds->manifest, "");
+  // A file whose name looks like a pattern is that file.
+  std::filesystem::rename(dir_ + "/one/part-0.bin", dir_ + "/one/part[0].bin");
+  ds = LoadDatasets(TokenSpec(dir_ + "/one/part[0].bin"));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->train->size(), 3);
+  EXPECT_EQ(ds->manifest, "");
 }
 
 TEST_F(ShardTest, PathsThatNameNothingAreRefusedNamingThem) {

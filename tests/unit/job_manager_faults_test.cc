@@ -226,6 +226,18 @@ TEST_F(JobManagerFaultsTest, RetentionKeepsTheNewestAndTheBest) {
   }
   EXPECT_EQ(deleted,
             (std::vector<std::string>{"/ckpt/" + job.id() + "/step-20.ckpt"}));
+  // The last prune also names what stays, and that files older than all of
+  // it are dead, so a deletion lost with a coordinator is caught up.
+  const v1::DeleteCheckpoints* last = nullptr;
+  for (const auto& m : w1->sent) {
+    if (m.has_delete_checkpoints()) last = &m.delete_checkpoints();
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->stale_below_step(), 10);
+  EXPECT_EQ(std::vector<std::string>(last->keep().begin(), last->keep().end()),
+            (std::vector<std::string>{"/ckpt/" + job.id() + "/step-10.ckpt",
+                                      "/ckpt/" + job.id() + "/step-30.ckpt",
+                                      "/ckpt/" + job.id() + "/step-40.ckpt"}));
   // Each checkpoint is also an event that watchers see.
   int checkpoint_events = 0;
   for (const auto& e : Events(job.id())) {

@@ -11,6 +11,7 @@
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "worker/agent/agent.h"
+#include "worker/agent/checkpoint_sweep.h"
 
 namespace trainctl::agent {
 
@@ -127,7 +128,9 @@ void Agent::OnRankReport(const RankId& id, const v1::RankReport& report) {
 }
 
 void Agent::DeleteCheckpoints(const v1::DeleteCheckpoints& request) {
-  for (const std::string& path : request.paths()) {
+  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
+  for (std::string& stale : StaleCheckpoints(request)) paths.push_back(std::move(stale));
+  for (const std::string& path : paths) {
     if (!IsInsideDir(path, request.dir()) || path.size() < 5 ||
         path.substr(path.size() - 5) != ".ckpt") {
       TLOG_WARNING << "not deleting " << path << ": not a checkpoint inside "
