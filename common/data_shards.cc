@@ -1,7 +1,7 @@
 #include "common/data_shards.h"
 
 #include <dirent.h>
-#include <glob.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -50,17 +50,26 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const std::string& field,
     }
     ::closedir(dir);
   } else {
-    glob_t matches;
-    const int rc = ::glob(path.c_str(), GLOB_ERR | GLOB_NOSORT, nullptr, &matches);
-    if (rc != 0 && rc != GLOB_NOMATCH) {
-      ::globfree(&matches);
-      return bad("cannot expand the pattern (a directory on its way is unreadable)");
+    // The pattern is the file name's only: one directory is listed, so a
+    // spec cannot make a worker walk a whole tree (the data probe runs in
+    // the agent).
+    const size_t slash = path.rfind('/');
+    const std::string dir_path = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    const std::string pattern = path.substr(slash == std::string::npos ? 0 : slash + 1);
+    if (dir_path.find_first_of("*?[") != std::string::npos) {
+      return bad("only the file name may hold * ? or [ (e.g. tokens/*.bin)");
     }
-    for (size_t i = 0; rc == 0 && i < matches.gl_pathc; ++i) {
-      if (IsRegular(matches.gl_pathv[i])) files.push_back(matches.gl_pathv[i]);
+    DIR* dir = ::opendir(dir_path.c_str());
+    if (dir == nullptr) {
+      return bad(absl::StrCat("cannot list ", dir_path, ": ", std::strerror(errno)));
+    }
+    while (const dirent* entry = ::readdir(dir)) {
+      if (::fnmatch(pattern.c_str(), entry->d_name, FNM_PERIOD) != 0) continue;
+      const std::string file = (slash == std::string::npos ? "" : dir_path) + entry->d_name;
+      if (IsRegular(file)) files.push_back(file);
       if (files.size() > static_cast<size_t>(kMaxShards)) break;
     }
-    ::globfree(&matches);
+    ::closedir(dir);
   }
   if (files.empty()) return bad("names no regular file");
   if (files.size() > static_cast<size_t>(kMaxShards)) {

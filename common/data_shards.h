@@ -2,7 +2,9 @@
 
 // A data path that names several files, read as one dataset: a directory
 // (its regular files whose names do not start with '.') or a glob pattern
-// (its matches, e.g. tokens/*.bin), in byte order of their paths, so every
+// (its matches, e.g. tokens/*.bin; only the file name may hold * ? or [,
+// and names starting with '.' match only a pattern that does), in byte
+// order of their paths, so every
 // node that sees the same files indexes them the same way. Shards may
 // differ in size. Torch-free: the data probe counts sharded sets too.
 

@@ -105,6 +105,10 @@ TEST_F(ShardTest, PathsThatNameNothingAreRefusedNamingThem) {
             "data.train_path: " + dir_ + "/empty: names no regular file");
   EXPECT_EQ(LoadDatasets(TokenSpec(dir_ + "/none-*.bin")).status().message(),
             "data.train_path: " + dir_ + "/none-*.bin: names no regular file");
+  // One directory is listed, never a tree.
+  EXPECT_EQ(LoadDatasets(TokenSpec(dir_ + "/*/part-*.bin")).status().message(),
+            "data.train_path: " + dir_ + "/*/part-*.bin: only the file name may "
+            "hold * ? or [ (e.g. tokens/*.bin)");
 }
 
 TEST_F(ShardTest, NpyShardsPairInputsWithLabelsInOrder) {
