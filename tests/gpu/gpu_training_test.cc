@@ -2,17 +2,15 @@
 // fp16 (with the loss scaler), and checkpoint/resume bit for bit. Data is
 // generated into a temporary folder: the GPU node has no datasets package.
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <mutex>
 
 #include "common/spec.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tests/integration/parameter_difference.h"
-#include "worker/train/collective_group.h"
+#include "tests/integration/rank_threads.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {
@@ -61,36 +59,21 @@ class GpuTrainingTest : public GpuTest {
   std::vector<TrainResult> Run(const v1::JobSpec& spec, const std::string& job,
                                const std::string& resume = "",
                                std::vector<v1::MetricPoint>* points = nullptr) {
-    const int world = spec.ranks();
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    std::vector<std::future<TrainResult>> futures;
-    for (int rank = 0; rank < world; ++rank) {
-      futures.push_back(std::async(std::launch::async, [&, rank] {
-        BindDevice(device_);
-        RankContext ctx;
-        ctx.job_id = job;
-        ctx.rank = rank;
-        ctx.world_size = world;
-        ctx.device = device_;
-        ctx.resume_path = resume;
-        ctx.faults = faults_;
-        ctx.report = [&](const v1::MetricPoint& p) {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (points) points->push_back(p);
-        };
-        ctx.on_checkpoint = [&](const v1::Checkpoint& c) {
-          std::lock_guard<std::mutex> lock(mu_);
-          checkpoints_.push_back(c);
-        };
-        if (world > 1) ctx.group = MakeGlooGroup(store, rank, world, {});
-        absl::StatusOr<TrainResult> result = Train(spec, ctx);
-        EXPECT_TRUE(result.ok()) << result.status();
-        return result.ok() ? *result : TrainResult{};
-      }));
-    }
-    std::vector<TrainResult> results;
-    for (auto& f : futures) results.push_back(f.get());
-    return results;
+    return TrainRanksAsThreads(spec, [&](int, RankContext& ctx) {
+      BindDevice(device_);
+      ctx.job_id = job;
+      ctx.device = device_;
+      ctx.resume_path = resume;
+      ctx.faults = faults_;
+      ctx.report = [&](const v1::MetricPoint& p) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (points) points->push_back(p);
+      };
+      ctx.on_checkpoint = [&](const v1::Checkpoint& c) {
+        std::lock_guard<std::mutex> lock(mu_);
+        checkpoints_.push_back(c);
+      };
+    });
   }
 
   std::string dir_;

@@ -7,15 +7,13 @@
 #include <sys/stat.h>
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <cstdlib>
 #include <fstream>
-#include <future>
 #include <mutex>
 
 #include "common/spec.h"
-#include "worker/train/collective_group.h"
+#include "tests/integration/rank_threads.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {
@@ -56,31 +54,14 @@ class CheckpointResumeTest : public ::testing::Test {
   // Runs the job on spec.ranks() threads; `job` names its checkpoint folder.
   std::vector<TrainResult> Run(const v1::JobSpec& spec, const std::string& job,
                                const std::string& resume = "") {
-    const int world = spec.ranks();
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    std::vector<std::future<TrainResult>> futures;
-    for (int rank = 0; rank < world; ++rank) {
-      futures.push_back(std::async(std::launch::async, [&, rank] {
-        RankContext ctx;
-        ctx.job_id = job;
-        ctx.rank = rank;
-        ctx.world_size = world;
-        ctx.resume_path = resume;
-        ctx.on_checkpoint = [this](const v1::Checkpoint& c) {
-          std::lock_guard<std::mutex> lock(mu_);
-          written_.push_back(c);
-        };
-        if (world > 1) {
-          ctx.group = MakeGlooGroup(store, rank, world, {});
-        }
-        absl::StatusOr<TrainResult> result = Train(spec, ctx);
-        EXPECT_TRUE(result.ok()) << result.status();
-        return result.ok() ? *result : TrainResult{};
-      }));
-    }
-    std::vector<TrainResult> results;
-    for (auto& f : futures) results.push_back(f.get());
-    return results;
+    return TrainRanksAsThreads(spec, [&](int, RankContext& ctx) {
+      ctx.job_id = job;
+      ctx.resume_path = resume;
+      ctx.on_checkpoint = [this](const v1::Checkpoint& c) {
+        std::lock_guard<std::mutex> lock(mu_);
+        written_.push_back(c);
+      };
+    });
   }
 
   std::string PathAt(const std::string& job, int64_t step) {

@@ -4,13 +4,11 @@
 // arithmetic on the whole batch. Data: a slice of Fashion-MNIST.
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include <future>
 
 #include "common/spec.h"
 #include "tests/integration/parameter_difference.h"
-#include "worker/train/collective_group.h"
+#include "tests/integration/rank_threads.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {
@@ -36,25 +34,7 @@ v1::JobSpec MakeSpec(int ranks, const std::string& optimizer,
 }
 
 std::vector<TrainResult> RunRanks(const v1::JobSpec& spec) {
-  const int world = spec.ranks();
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::future<TrainResult>> futures;
-  for (int rank = 0; rank < world; ++rank) {
-    futures.push_back(std::async(std::launch::async, [&, rank] {
-      RankContext ctx;
-      ctx.rank = rank;
-      ctx.world_size = world;
-      if (world > 1) {
-        ctx.group = MakeGlooGroup(store, rank, world, {});
-      }
-      absl::StatusOr<TrainResult> result = Train(spec, ctx);
-      EXPECT_TRUE(result.ok()) << result.status();
-      return result.ok() ? *result : TrainResult{};
-    }));
-  }
-  std::vector<TrainResult> results;
-  for (auto& f : futures) results.push_back(f.get());
-  return results;
+  return TrainRanksAsThreads(spec);
 }
 
 // Adam-family updates divide by sqrt(v): a gradient that is nearly zero by

@@ -21,6 +21,7 @@
 
 #include "common/atomic_file.h"
 #include "common/spec.h"
+#include "tests/integration/rank_threads.h"
 #include "tests/unit/tensorboard_reader.h"
 #include "worker/train/collective_group.h"
 #include "worker/train/grad_sync.h"
@@ -123,29 +124,14 @@ class RankMetricsTest : public ::testing::Test {
 
   // Runs the job on spec.ranks() threads; rank 0's reports go to reported_.
   std::vector<TrainResult> Run(const v1::JobSpec& spec, int generation = 1) {
-    const int world = spec.ranks();
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    std::vector<std::future<TrainResult>> futures;
-    for (int rank = 0; rank < world; ++rank) {
-      futures.push_back(std::async(std::launch::async, [&, rank] {
-        RankContext ctx;
-        ctx.job_id = "job-1";
-        ctx.generation = generation;
-        ctx.rank = rank;
-        ctx.world_size = world;
-        ctx.report = [this](const v1::MetricPoint& point) {
-          std::lock_guard<std::mutex> lock(mu_);
-          reported_.push_back(point);
-        };
-        if (world > 1) ctx.group = GlooGroup(store, rank, world);
-        absl::StatusOr<TrainResult> result = Train(spec, ctx);
-        EXPECT_TRUE(result.ok()) << result.status();
-        return result.ok() ? *result : TrainResult{};
-      }));
-    }
-    std::vector<TrainResult> results;
-    for (auto& f : futures) results.push_back(f.get());
-    return results;
+    return TrainRanksAsThreads(spec, [&](int, RankContext& ctx) {
+      ctx.job_id = "job-1";
+      ctx.generation = generation;
+      ctx.report = [this](const v1::MetricPoint& point) {
+        std::lock_guard<std::mutex> lock(mu_);
+        reported_.push_back(point);
+      };
+    });
   }
 
   std::vector<v1::MetricPoint> Reported(const std::string& kind) {
