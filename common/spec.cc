@@ -77,6 +77,45 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   if (!shorthand) s.RejectUnknown();
 }
 
+// data.transforms: normalize {mean, std}, random_crop {size, padding},
+// horizontal_flip. Whether they fit the inputs' [C, H, W] is checked when
+// the ranks open the data.
+void ReadTransforms(SpecReader& data, v1::ImageTransformsSpec* t, Errors* errors) {
+  SpecReader s(data.Child("transforms"), data.Path("transforms"), errors);
+  constexpr size_t kMaxChannels = 64;
+  if (s.Has("normalize")) {
+    SpecReader n(s.Child("normalize"), s.Path("normalize"), errors);
+    v1::NormalizeSpec* norm = t->mutable_normalize();
+    for (double v : n.DoubleList("mean", kMaxChannels, -1e6, 1e6)) norm->add_mean(v);
+    for (double v : n.DoubleList("std", kMaxChannels, 0, 1e6)) norm->add_std(v);
+    if (norm->mean_size() == 0) n.Error(n.Path("mean"), "is required");
+    if (norm->mean_size() != norm->std_size()) {
+      n.Error(n.Path("std"), absl::StrCat("lists ", norm->std_size(),
+                                          " values but mean lists ",
+                                          norm->mean_size(), " (one per channel)"));
+    }
+    for (double v : norm->std()) {
+      if (v <= 0) n.Error(n.Path("std"), "every value must be > 0");
+    }
+    n.RejectUnknown();
+  }
+  if (s.Has("random_crop")) {
+    const YAML::Node node = s.Child("random_crop");
+    SpecReader c(node, s.Path("random_crop"), errors);
+    v1::RandomCropSpec* crop = t->mutable_random_crop();
+    if ((!node || node.IsNull() || node.IsMap()) && !c.Has("size") && !c.Has("padding")) {
+      c.Error(s.Path("random_crop"), "give size [height, width], padding, or both");
+    }
+    const std::vector<int64_t> size = c.IntList("size", {}, 2, 1, kMaxWidth);
+    if (size.size() == 1) c.Error(c.Path("size"), "must be [height, width]");
+    Assign(crop->mutable_size(), size);
+    crop->set_padding(c.Int("padding", 0, 0, 4096));
+    c.RejectUnknown();
+  }
+  t->set_horizontal_flip(s.Bool("horizontal_flip", false));
+  s.RejectUnknown();
+}
+
 void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   SpecReader s(top.Child("data"), "data", errors);
   d->set_format(
@@ -97,6 +136,7 @@ void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   d->set_delimiter(s.String("delimiter", ","));
   d->set_token_dtype(s.Choice("token_dtype", "uint16", {"uint16", "uint32"}));
   d->set_seq_len(s.Int("seq_len", 128, 1, 1 << 20));
+  ReadTransforms(s, d->mutable_transforms(), errors);
   if (d->delimiter().size() != 1) {
     s.Error("data.delimiter", "must be exactly one character");
   }
@@ -279,6 +319,14 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
       errors->push_back(
           "data.eval_labels: eval_path and eval_labels must be given together");
     }
+  }
+  const auto& tf = d.transforms();
+  if ((tf.has_normalize() || tf.has_random_crop() || tf.horizontal_flip()) &&
+      (spec.task() == "language_model" || d.format() == "csv")) {
+    errors->push_back(absl::StrCat(
+        "data.transforms: apply to image inputs [C, H, W]; ",
+        spec.task() == "language_model" ? "task language_model has token windows"
+                                        : "data.format csv has feature rows"));
   }
   if (spec.task() == "language_model" && m.type() != "gpt" &&
       m.type() != "torchscript") {

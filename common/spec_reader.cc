@@ -471,6 +471,29 @@ std::vector<int64_t> SpecReader::IntList(const std::string& key,
   return out;
 }
 
+std::vector<double> SpecReader::DoubleList(const std::string& key,
+                                           size_t max_items, double min,
+                                           double max) {
+  YAML::Node n = Child(key);
+  if (!n || n.IsNull()) return {};
+  if (!n.IsSequence() || n.size() == 0 || n.size() > max_items) {
+    Error(Path(key), absl::StrCat("must be a list of 1 to ", max_items, " numbers"));
+    return {};
+  }
+  std::vector<double> out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    double v = 0;
+    if (!n[i].IsScalar() || !YAML::convert<double>::decode(n[i], v) ||
+        !std::isfinite(v) || v < min || v > max) {
+      Error(absl::StrCat(Path(key), "[", i, "]"),
+            absl::StrCat("must be a number in [", min, ", ", max, "]"));
+      return {};
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 void SpecReader::RejectUnknown() {
   if (!valid_ || !node_ || !node_.IsMap()) return;
   for (const auto& kv : node_) {

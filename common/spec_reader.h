@@ -68,6 +68,10 @@ class SpecReader {
                                const std::vector<int64_t>& fallback,
                                size_t max_items, int64_t min, int64_t max);
 
+  // A list of 1..max_items finite numbers, each in [min, max].
+  std::vector<double> DoubleList(const std::string& key, size_t max_items,
+                                 double min, double max);
+
   void RejectUnknown();
   void Error(const std::string& field, const std::string& what);
 

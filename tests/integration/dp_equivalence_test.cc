@@ -16,15 +16,18 @@ namespace {
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
 
-// A 20-step job on 1280 samples; `training` and `optimizer` are YAML maps.
+// A 20-step job on 1280 samples; `training`, `optimizer` and `transforms`
+// are YAML maps.
 v1::JobSpec MakeSpec(int ranks, const std::string& optimizer,
-                     const std::string& training) {
+                     const std::string& training,
+                     const std::string& transforms = "{}") {
   std::string text =
       "ranks: " + std::to_string(ranks) +
       "\nseed: 11\nmodel: {type: mlp, hidden: [128, 64]}\n"
       "data:\n  train_images: " + kData + "train-images-idx3-ubyte.gz\n"
       "  train_labels: " + kData + "train-labels-idx1-ubyte.gz\n"
       "  train_limit: 1280\n"
+      "  transforms: " + transforms + "\n"
       "optimizer: " + optimizer + "\n"
       "scheduler: {type: linear, warmup_steps: 5}\n"
       "training: " + training + "\n";
@@ -115,6 +118,28 @@ TEST(LocalSgdTest, EveryStepAveragingWithPlainSgdEqualsGradientAveraging) {
       2, OptimizerYaml("sgd"), "{batch_size: 64, max_steps: 20, local_sgd_steps: 4}"));
   EXPECT_EQ(MaxRelativeDifference(k4[0].parameters, k4[1].parameters), 0.0);
   EXPECT_GT(MaxRelativeDifference(k4[0].parameters, gradients[0].parameters), 1e-6);
+}
+
+// Random crops and flips are drawn per sample id and epoch, not per rank or
+// batch row: augmented data parallelism is as exact as plain.
+TEST(AugmentedDataParallelTest, TwoRanksOfHalfBatchEqualOneRankOfFull) {
+  at::set_num_threads(1);
+  const std::string training = "{batch_size: 64, max_steps: 25, epochs: 2}";
+  const std::string augment =
+      "{normalize: {mean: [0.286], std: [0.353]}, "
+      "random_crop: {size: [28, 28], padding: 2}, horizontal_flip: true}";
+  std::vector<TrainResult> one = RunRanks(MakeSpec(1, OptimizerYaml("sgd"), training, augment));
+  std::vector<TrainResult> two = RunRanks(MakeSpec(2, OptimizerYaml("sgd"), training, augment));
+  ASSERT_EQ(two[0].steps, 25);  // into the second epoch: its draws differ
+  EXPECT_EQ(MaxRelativeDifference(two[0].parameters, two[1].parameters), 0.0);
+  const double diff = MaxRelativeDifference(two[0].parameters, one[0].parameters);
+  std::cout << "augmented: 2x32 vs 1x64 max relative parameter difference " << diff
+            << std::endl;
+  EXPECT_LE(diff, 1e-5);
+  // The crops and flips were applied: normalisation alone trains otherwise.
+  std::vector<TrainResult> plain = RunRanks(MakeSpec(
+      1, OptimizerYaml("sgd"), training, "{normalize: {mean: [0.286], std: [0.353]}}"));
+  EXPECT_GT(MaxRelativeDifference(plain[0].parameters, one[0].parameters), 1e-3);
 }
 
 }  // namespace

@@ -128,6 +128,7 @@ std::string ImageShard(int count, uint32_t seed) {
   return Tar(files);
 }
 
+// With the augmentation and normalisation a PyTorch user would write.
 TEST(ShardedDataTest, TarShardsOfImagesTrainThroughTheService) {
   const ScopedTempDir temp("webdataset");
   const std::string train = temp.path() + "/train", eval = temp.path() + "/eval.tar";
@@ -140,7 +141,11 @@ TEST(ShardedDataTest, TarShardsOfImagesTrainThroughTheService) {
   LocalCluster cluster(2, 1, 1);
   const v1::Job job = cluster.Submit(
       "name: images\nranks: 2\nseed: 4\nmodel: mlp\n"
-      "data: {format: webdataset, train_path: " + train + ", eval_path: " + eval + "}\n"
+      "data:\n  format: webdataset\n  train_path: " + train + "\n  eval_path: " + eval +
+      "\n  transforms:\n"
+      "    normalize: {mean: [0.5], std: [0.25]}\n"
+      "    random_crop: {size: [6, 6], padding: 1}\n"
+      "    horizontal_flip: true\n"
       "optimizer: {type: adamw, lr: 0.005}\n"
       "training: {epochs: 4, batch_size: 32, log_every_steps: 10}\n");
   const v1::Job done = WaitUntilFinal(cluster, job.id());

@@ -162,6 +162,38 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "fault_tolerance: {hang_timeout_s: 0}",
                 "fault_tolerance.hang_timeout_s: must be in [0.5, 86400], got 0"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {normalize: {mean: [0.5, 0.5], std: [0.2]}}}",
+                "data.transforms.normalize.std: lists 1 values but mean lists 2"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {normalize: {mean: [0.5], std: [0]}}}",
+                "data.transforms.normalize.std: every value must be > 0"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {normalize: {std: [1]}}}",
+                "data.transforms.normalize.mean: is required"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {normalize: {mean: [x], std: [1]}}}",
+                "data.transforms.normalize.mean[0]: must be a number"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {random_crop: {}}}",
+                "data.transforms.random_crop: give size [height, width], padding"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {random_crop: {size: [24]}}}",
+                "data.transforms.random_crop.size: must be [height, width]"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {random_crop: {padding: 4, fill: 1}}}",
+                "data.transforms.random_crop.fill: unknown field"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {vertical_flip: true}}",
+                "data.transforms.vertical_flip: unknown field"},
+        BadCase{"model: gpt\ndata: {format: tokens, train_path: t.bin, "
+                "transforms: {horizontal_flip: true}}",
+                "data.transforms: apply to image inputs [C, H, W]; task "
+                "language_model has token windows"},
+        BadCase{"model: mlp\ndata: {format: csv, train_path: t.csv, "
+                "transforms: {normalize: {mean: [0], std: [1]}}}",
+                "data.transforms: apply to image inputs [C, H, W]; data.format "
+                "csv has feature rows"},
         BadCase{"[1, 2", "spec: not valid YAML or JSON"},
         BadCase{"- a\n- b", "spec: must be a mapping"},
         BadCase{"", "spec: is empty"}));
@@ -172,6 +204,43 @@ TEST(SpecTest, NpyTokenArraysTrainAGptWithoutLabels) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->task(), "language_model");
   EXPECT_EQ(spec->data().format(), "npy");
+}
+
+TEST(SpecTest, ImageTransformsAreReadInFull) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+      "model: cnn\n"
+      "data:\n"
+      "  format: webdataset\n"
+      "  train_path: shards/\n"
+      "  transforms:\n"
+      "    normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}\n"
+      "    random_crop: {size: [24, 28], padding: 4}\n"
+      "    horizontal_flip: true\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::ImageTransformsSpec& t = spec->data().transforms();
+  ASSERT_EQ(t.normalize().mean_size(), 3);
+  EXPECT_DOUBLE_EQ(t.normalize().mean(1), 0.456);
+  EXPECT_DOUBLE_EQ(t.normalize().std(2), 0.225);
+  EXPECT_TRUE(t.has_random_crop());
+  ASSERT_EQ(t.random_crop().size_size(), 2);
+  EXPECT_EQ(t.random_crop().size(0), 24);
+  EXPECT_EQ(t.random_crop().size(1), 28);
+  EXPECT_EQ(t.random_crop().padding(), 4);
+  EXPECT_TRUE(t.horizontal_flip());
+  // The JSON form (dry run, `trainctl status -o json`) parses to the same.
+  absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+  // Padding alone keeps the image's size; nothing given, nothing applied.
+  spec = ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b, "
+                      "transforms: {random_crop: {padding: 2}}}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->data().transforms().has_random_crop());
+  EXPECT_EQ(spec->data().transforms().random_crop().size_size(), 0);
+  spec = ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b}");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->data().transforms().has_random_crop());
+  EXPECT_FALSE(spec->data().transforms().has_normalize());
 }
 
 TEST(SpecTest, TensorBoardIsOffUnlessADirIsGiven) {

@@ -7,8 +7,10 @@
 namespace trainctl::train {
 
 BatchPrefetcher::BatchPrefetcher(const Dataset& data, BatchPlan plan,
-                                 torch::Device device, int depth)
+                                 torch::Device device, int depth,
+                                 const ImageTransforms* transforms)
     : data_(data),
+      transforms_(transforms),
       plan_(plan),
       device_(device),
       depth_(static_cast<size_t>(std::max(1, depth))),
@@ -39,6 +41,7 @@ void BatchPrefetcher::Produce() {
             order, in_epoch * plan_.grad_accum + m, plan_.micro_batch,
             plan_.rank, plan_.world_size);
         Batch batch = data_.Gather(indices);
+        if (transforms_) batch.inputs = transforms_->Train(batch.inputs, indices, epoch);
         if (plan_.keep_indices) batch.indices = std::move(indices);
         if (device_.is_cuda()) {
           batch.inputs = batch.inputs.pin_memory().to(device_, true);

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/train/data/dataset.h"
+#include "worker/train/data/image_transforms.h"
 
 namespace trainctl::train {
 
@@ -32,11 +33,13 @@ struct BatchPlan {
 // Prepares the rank's micro-batches on a background thread, up to `depth`
 // ahead of the training loop, so gathering and moving data overlaps compute
 // and communication instead of sitting on the step's critical path. Next()
-// is called by one consumer thread; the destructor stops and joins.
+// is called by one consumer thread; the destructor stops and joins. With
+// `transforms`, each batch is augmented (by its samples' ids and epoch) on
+// the same thread.
 class BatchPrefetcher {
  public:
   BatchPrefetcher(const Dataset& data, BatchPlan plan, torch::Device device,
-                  int depth = 2);
+                  int depth = 2, const ImageTransforms* transforms = nullptr);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -49,6 +52,7 @@ class BatchPrefetcher {
   void Produce();
 
   const Dataset& data_;
+  const ImageTransforms* const transforms_;
   const BatchPlan plan_;
   const torch::Device device_;
   const size_t depth_;

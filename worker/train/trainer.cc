@@ -254,7 +254,8 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   plan.keep_indices = sample_log.is_open();
   plan.rank = ctx.rank;
   plan.world_size = ctx.world_size;
-  BatchPrefetcher batches(*data.train, plan, ctx.device, t.prefetch_batches());
+  BatchPrefetcher batches(*data.train, plan, ctx.device, t.prefetch_batches(),
+                          data.train_transforms.get());
   StepTimes window;
   StreamTimer comm_timer(ctx.device);
   int64_t step = first_step;

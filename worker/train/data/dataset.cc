@@ -24,6 +24,7 @@
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "worker/train/data/idx.h"
+#include "worker/train/data/image_transforms.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
 #include "worker/train/data/shard_manifest.h"
@@ -251,6 +252,12 @@ absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec,
     out.eval = std::move(eval.data);
   } else if (d.eval_fraction() > 0) {
     RETURN_IF_ERROR(SplitOffEval(spec, &out));
+  }
+  ASSIGN_OR_RETURN(out.train_transforms,
+                   ImageTransforms::Create(d.transforms(), out.info, spec.seed()));
+  if (out.train_transforms) {
+    out.info.input_shape = out.train_transforms->output_shape();
+    if (out.eval) out.eval = WithEvalTransforms(out.eval, out.train_transforms);
   }
   return out;
 }

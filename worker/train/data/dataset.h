@@ -12,6 +12,8 @@
 
 namespace trainctl::train {
 
+class ImageTransforms;  // image_transforms.h
+
 // One batch: inputs [n, ...] and targets. Targets are class ids (int64 [n])
 // for classification, next-token ids (int64 [n, seq_len]) for language
 // models, and float values ([n] or [n, k]) for regression.
@@ -42,7 +44,10 @@ struct DataInfo {
 struct Datasets {
   std::shared_ptr<const Dataset> train;
   std::shared_ptr<const Dataset> eval;  // null when the spec has no eval set
-  DataInfo info;
+  DataInfo info;  // input_shape: after data.transforms
+  // data.transforms for training batches (BatchPrefetcher applies them);
+  // null when there are none. `eval` has its own applied already.
+  std::shared_ptr<const ImageTransforms> train_transforms;
   // Sharded paths only: each shard's path, size and CRC-32
   // (shard_manifest.h), which every rank checks against rank 0's.
   std::string manifest;
@@ -62,6 +67,8 @@ struct Datasets {
 //   tensors  row i of torch.save({"x": X, "y": Y}); integer X = token ids.
 // With eval_fraction > 0 and no eval set, a seeded permutation (identical
 // on every rank) moves round(n * eval_fraction) training samples to eval.
+// data.transforms (image_transforms.h) are checked against the samples'
+// shape; the eval set comes back transformed, the train set does not.
 // With a `cache`, gzip-compressed IDX files are read from decoded copies.
 // A path of any format but idx may name shards (common/data_shards.h): a
 // directory or a glob, read as one set in path order (for npy, the labels
