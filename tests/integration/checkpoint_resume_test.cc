@@ -13,7 +13,10 @@
 #include <mutex>
 
 #include "common/spec.h"
+#include "common/atomic_file.h"
 #include "tests/integration/rank_threads.h"
+#include "worker/train/optim/optimizers.h"
+#include "worker/train/train_state.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {
@@ -115,6 +118,54 @@ TEST_F(CheckpointResumeTest, ResumedRunEndsWhereTheUninterruptedOneEnds) {
     EXPECT_EQ(diff, 0.0);
     EXPECT_EQ(a[0].final_train_loss, b[0].final_train_loss);
   }
+}
+
+// A checkpoint written by a trainctl whose epochs visited the data in an
+// older order still resumes, and the job says the rest of that epoch is
+// drawn from the new order (the plan metric's epoch_order_changed).
+TEST_F(CheckpointResumeTest, ACheckpointOfAnOlderDataOrderResumesAndSaysSo) {
+  const v1::JobSpec spec = MakeSpec(1, "{type: sgd, lr: 0.05}", 12, 6);
+  Run(spec, "current");
+  const std::string current = PathAt("current", 6);  // mid-epoch: 32 steps each
+  // The same state as an older trainctl wrote it: order 1.
+  absl::StatusOr<Datasets> data = LoadDatasets(spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(spec, data->info);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<torch::Tensor> params = (*model)->Parameters();
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      BuildOptimizer(spec.optimizer(), params);
+  const TrainingStateRefs refs{model->get(), optimizer.get(), params, nullptr};
+  absl::StatusOr<std::string> bytes = ReadWholeFile(current);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<TrainingCursor> cursor = DecodeTrainingState(*bytes, refs);
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+  EXPECT_EQ(cursor->epoch_order, kEpochOrderVersion);
+  cursor->epoch_order = 1;
+  absl::StatusOr<std::string> old_bytes = EncodeTrainingState(refs, *cursor);
+  ASSERT_TRUE(old_bytes.ok()) << old_bytes.status();
+  const std::string old = dir_ + "/order-1.ckpt";
+  std::ofstream(old, std::ios::binary) << *old_bytes;
+
+  auto resume_plan = [&](const std::string& job, const std::string& from) {
+    v1::MetricPoint plan;
+    std::vector<TrainResult> results = TrainRanksAsThreads(spec, [&](int, RankContext& ctx) {
+      ctx.job_id = job;
+      ctx.resume_path = from;
+      ctx.report = [&plan](const v1::MetricPoint& p) {
+        if (p.kind() == "plan") plan = p;
+      };
+    });
+    EXPECT_EQ(results[0].steps, 12);
+    return plan;
+  };
+  const v1::MetricPoint from_old = resume_plan("from-old", old);
+  EXPECT_EQ(from_old.values().at("first_step"), 6);
+  ASSERT_TRUE(from_old.values().count("epoch_order_changed"));
+  EXPECT_EQ(from_old.values().at("epoch_order_changed"), 1);
+  const v1::MetricPoint from_current = resume_plan("from-current", current);
+  EXPECT_EQ(from_current.values().at("first_step"), 6);
+  EXPECT_EQ(from_current.values().count("epoch_order_changed"), 0u);
 }
 
 TEST_F(CheckpointResumeTest, FourRankCheckpointLoadsIntoTwoAndThreeRanks) {

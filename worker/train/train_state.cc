@@ -38,7 +38,7 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
   archive.write("global_batch", c10::IValue(cursor.global_batch));
   archive.write("train_samples", c10::IValue(cursor.train_samples));
   archive.write("world_size", c10::IValue(int64_t{cursor.world_size}));
-  archive.write("epoch_order", c10::IValue(int64_t{kEpochOrderVersion}));
+  archive.write("epoch_order", c10::IValue(int64_t{cursor.epoch_order}));
 
   std::vector<std::string> names;
   const auto state = refs.model->NamedState();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/shard_plan.h"
 #include "worker/train/loss_scaler.h"
 #include "worker/train/models/model.h"
 
@@ -23,9 +24,9 @@ struct TrainingCursor {
   int64_t global_batch = 0;      // samples per optimizer step
   int64_t train_samples = 0;     // size of the training set
   int world_size = 0;            // ranks that saved it (informational)
-  // The shard plan's kEpochOrderVersion when it was saved (1 before
-  // checkpoints recorded it).
-  int epoch_order = 0;
+  // The shard plan's order (kEpochOrderVersion) the epochs were visited in;
+  // read back as 1 from checkpoints older than the field.
+  int epoch_order = kEpochOrderVersion;
 };
 
 // The live objects a checkpoint saves from and loads into.
