@@ -8,6 +8,18 @@ import subprocess
 import time
 
 
+def with_rank_malloc(env):
+    """`env` with the malloc settings trainctl's agent gives its ranks
+    (RankMallocTunables in worker/train/heap_reuse.cc), for a peer that is
+    to run on an equal allocator."""
+    env = dict(env)
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, [
+        "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
+        "glibc.malloc.trim_threshold=1073741824",
+        env.get("GLIBC_TUNABLES")]))
+    return env
+
+
 class BenchError(Exception):
     pass
 

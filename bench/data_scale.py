@@ -15,6 +15,15 @@ past 256 MiB is not scanned. The peer is the same job on the smallest size
 with the tokens in `data.format: tensors` (torch.save, read into memory by
 each rank: how every token file was read before), for throughput.
 
+The PyTorch peer (bench/data_scale_peer.py, under each --torchrun given:
+Debian's 1.13 by default, a 2.x wheel's too when passed) trains the same
+gpt on the same files as a PyTorch user would: np.memmap per shard, a
+ConcatDataset, DistributedSampler and DataLoader, DDP over Gloo, at the
+same batch, steps and threads. Its ranks are sampled the same way.
+--peer-heap-reuse gives it trainctl's rank malloc settings, as in
+bench/ddp_compare.py. The 2.x peer needs NumPy in that venv
+(`build-torch2-venv/bin/python -m pip install numpy`).
+
 While a job runs, every rank process (the workers' children) is sampled
 from /proc every 100 ms: peak VmRSS, and its RssAnon/RssFile split (pages
 of the file a rank read are counted as RssFile only while it maps them;
@@ -33,6 +42,8 @@ import argparse
 import json
 import os
 import platform
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,7 +52,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cluster import BenchError, Cluster  # noqa: E402
+from bench_cluster import BenchError, Cluster, with_rank_malloc  # noqa: E402
 
 
 def parse_args():
@@ -56,6 +67,13 @@ def parse_args():
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--bin", default="build/bin")
+    p.add_argument("--torchrun", default="/usr/bin/torchrun",
+                   help="comma-separated torchrun executables for the PyTorch "
+                        "peer ('' = no peer), e.g. "
+                        "/usr/bin/torchrun,build-torch2-venv/bin/torchrun")
+    p.add_argument("--peer-heap-reuse", action="store_true",
+                   help="give the peer trainctl's rank malloc settings "
+                        "(GLIBC_TUNABLES), to separate that gain from the rest")
     p.add_argument("--workdir", default=None,
                    help="where the token files and logs go (default: a "
                         "temporary directory, removed afterwards)")
@@ -203,6 +221,70 @@ def run_job(args, cluster, job, tag):
     }
 
 
+def torch_version(torchrun):
+    python = os.path.join(os.path.dirname(torchrun), "python3")
+    if not os.access(python, os.X_OK):
+        python = "/usr/bin/python3"
+    r = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+def run_peer(args, torchrun, data_path, logdir, tag):
+    """The PyTorch DDP peer on `data_path`: first step, rank RSS, samples/s."""
+    cmd = [torchrun, "--standalone", "--nproc_per_node", str(args.ranks),
+           "--redirects", "1", "--tee", "1",
+           os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "data_scale_peer.py"),
+           "--data", data_path, "--vocab", str(args.vocab),
+           "--seq-len", str(args.seq_len), "--global-batch", str(args.batch),
+           "--steps", str(args.steps), "--threads", str(args.threads),
+           "--log-every", "10"]
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(args.threads)
+    if args.peer_heap_reuse:
+        env = with_rank_malloc(env)
+    out_path = os.path.join(logdir, tag + ".log")
+    with open(out_path, "w") as out:
+        env["BENCH_LAUNCH_NS"] = str(time.time_ns())
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        sampler = RankSampler([proc.pid])
+        sampler.start()
+        try:
+            proc.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise BenchError(f"{tag}: did not end in {args.timeout:.0f} s "
+                             f"({out_path})")
+        finally:
+            sampler.stop = True
+            sampler.join()
+    with open(out_path, errors="replace") as f:
+        text = f.read()
+    m = re.search(r"BENCH_RESULT (\{.*\})", text)
+    if proc.returncode != 0 or not m:
+        raise BenchError(f"{tag}: exited {proc.returncode}; output in {out_path}:"
+                         f"\n{text[-2000:]}")
+    r = json.loads(m.group(1))
+    windows = r["window_samples_per_sec"]
+    if len(windows) < 2:
+        raise BenchError(f"{tag}: too few windows ({out_path})")
+    top = max(sampler.peak.values(), key=lambda m: m.get("VmRSS", 0), default={})
+    return {
+        "first_step_s": r["launch_to_first_step_s"],
+        "data_load_ms": None,
+        "manifest_ms": None,
+        "rss_mib": top.get("VmRSS", 0) / 1024,
+        "anon_mib": top.get("RssAnon", 0) / 1024,
+        "file_mib": top.get("RssFile", 0) / 1024,
+        "samples_per_sec": statistics.median(windows[1:]),
+    }
+
+
 def main():
     args = parse_args()
     args.bin = os.path.abspath(args.bin)
@@ -212,6 +294,9 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     print(f"machine: {platform.node()} {os.cpu_count()} cpus; "
           f"{' '.join(sys.argv)}", flush=True)
+    print("DDP peer malloc: " + ("trainctl's settings (--peer-heap-reuse)"
+                                 if args.peer_heap_reuse else "glibc defaults"),
+          flush=True)
     files = {}
     small = min(sizes)
     for mb in sizes:
@@ -240,14 +325,24 @@ def main():
                  for mb in sizes]
         cases.append((f"in memory {small} MiB",
                       {"format": "tensors", "train_path": tensors}))
+        peers = []
+        for torchrun in filter(None, args.torchrun.split(",")):
+            torchrun = os.path.abspath(torchrun)
+            version = torch_version(torchrun)
+            peers.append(version)
+            cases += [(f"DDP {version} {mb} MiB", (torchrun, files[mb]))
+                      for mb in sizes]
         for run in range(args.runs):
             for label, data in cases:
                 tag = f"{label.replace(' ', '-')}-{run}"
-                r = run_job(args, cluster, spec(args, data, tag), tag)
+                if isinstance(data, tuple):
+                    r = run_peer(args, data[0], data[1], logdir, tag)
+                else:
+                    r = run_job(args, cluster, spec(args, data, tag), tag)
                 results.setdefault(label, []).append(r)
                 print(f"  run {run + 1} {label:>20}: first step "
                       f"{r['first_step_s']:.2f} s, data_load_ms "
-                      f"{r['data_load_ms']:.0f}, manifest_ms "
+                      f"{r['data_load_ms'] or 0:.0f}, manifest_ms "
                       f"{r['manifest_ms'] or 0:.0f}, peak rank RSS {r['rss_mib']:.0f} "
                       f"MiB (anon {r['anon_mib']:.0f}, file {r['file_mib']:.0f})"
                       f", {r['samples_per_sec']:.1f} samples/s", flush=True)
@@ -272,6 +367,14 @@ def main():
     largest = med[name(max(sizes))]
     print(f"rank RSS {max(sizes)} MiB / {small} MiB of tokens: "
           f"{largest['rss_mib']:.0f} / {base['rss_mib']:.0f} MiB")
+    for version in peers:
+        for mb in sizes:
+            ours, peer = med[name(mb)], med[f"DDP {version} {mb} MiB"]
+            print(f"trainctl / DDP {version} at {mb} MiB: samples/s "
+                  f"{ours['samples_per_sec'] / peer['samples_per_sec']:.3f}, "
+                  f"first step {ours['first_step_s']:.2f} / "
+                  f"{peer['first_step_s']:.2f} s, rank RSS "
+                  f"{ours['rss_mib']:.0f} / {peer['rss_mib']:.0f} MiB")
     if own_dir:
         subprocess.run(["rm", "-rf", args.workdir])
 

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from bench_cluster import BenchError, Cluster
+from bench_cluster import BenchError, Cluster, with_rank_malloc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_STEPS = {"mlp": 600, "cnn": 200}
@@ -244,11 +244,8 @@ def run_ddp(args, model, ranks, steps, warmup, logdir, tag):
     # torchrun would otherwise set OMP_NUM_THREADS=1 for nproc_per_node > 1.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(args.threads)
-    if args.peer_heap_reuse:  # RankMallocTunables in worker/train/heap_reuse.cc
-        env["GLIBC_TUNABLES"] = ":".join(filter(None, [
-            "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
-            "glibc.malloc.trim_threshold=1073741824",
-            os.environ.get("GLIBC_TUNABLES")]))
+    if args.peer_heap_reuse:
+        env = with_rank_malloc(env)
     out_path = os.path.join(logdir, f"{tag}.log")
     with open(out_path, "w") as out:
         env["BENCH_LAUNCH_NS"] = str(time.time_ns())

@@ -43,6 +43,7 @@ install(CODE "
 
 set(TRAINCTL_EXAMPLES_DIR ${CMAKE_INSTALL_DATADIR}/trainctl/examples)
 install(FILES examples/fashion-mnist-mlp.yaml examples/fashion-mnist-cnn.yaml
+              examples/fashion-mnist-cnn-augmented.yaml
               examples/fortunes-gpt.yaml examples/export_torchscript.py
               deploy/systemd/trainctl-coordinator.env
               deploy/systemd/trainctl-worker.env

@@ -88,7 +88,12 @@ void ReadTransforms(SpecReader& data, v1::ImageTransformsSpec* t, Errors* errors
     v1::NormalizeSpec* norm = t->mutable_normalize();
     for (double v : n.DoubleList("mean", kMaxChannels, -1e6, 1e6)) norm->add_mean(v);
     for (double v : n.DoubleList("std", kMaxChannels, 0, 1e6)) norm->add_std(v);
-    if (norm->mean_size() == 0) n.Error(n.Path("mean"), "is required");
+    norm->set_from_data(n.Bool("from_data", false));
+    if (norm->from_data() && (norm->mean_size() > 0 || norm->std_size() > 0)) {
+      n.Error(s.Path("normalize"), "give mean and std, or from_data, not both");
+    } else if (!norm->from_data() && norm->mean_size() == 0) {
+      n.Error(n.Path("mean"), "is required (or from_data: true)");
+    }
     if (norm->mean_size() != norm->std_size()) {
       n.Error(n.Path("std"), absl::StrCat("lists ", norm->std_size(),
                                           " values but mean lists ",

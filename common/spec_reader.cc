@@ -476,8 +476,8 @@ std::vector<double> SpecReader::DoubleList(const std::string& key,
                                            double max) {
   YAML::Node n = Child(key);
   if (!n || n.IsNull()) return {};
-  if (!n.IsSequence() || n.size() == 0 || n.size() > max_items) {
-    Error(Path(key), absl::StrCat("must be a list of 1 to ", max_items, " numbers"));
+  if (!n.IsSequence() || n.size() > max_items) {
+    Error(Path(key), absl::StrCat("must be a list of up to ", max_items, " numbers"));
     return {};
   }
   std::vector<double> out;

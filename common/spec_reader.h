@@ -68,7 +68,8 @@ class SpecReader {
                                const std::vector<int64_t>& fallback,
                                size_t max_items, int64_t min, int64_t max);
 
-  // A list of 1..max_items finite numbers, each in [min, max].
+  // A list of up to max_items finite numbers, each in [min, max] (an
+  // empty list, as JSON prints an unset one, is none).
   std::vector<double> DoubleList(const std::string& key, size_t max_items,
                                  double min, double max);
 

@@ -40,6 +40,17 @@ TEST(ExamplesTest, FashionMnistCnnReachesNinetyPercent) {
   EXPECT_GE(accuracy, 0.90);
 }
 
+// Random crops, flips and normalisation by the training set's statistics
+// (data.transforms), as torchvision users train it.
+TEST(ExamplesTest, FashionMnistCnnAugmentedReachesNinetyTwoPercent) {
+  LocalCluster cluster(2, 1, 1);
+  v1::Job job = RunExample(cluster, "fashion-mnist-cnn-augmented.yaml");
+  ASSERT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.reason();
+  const double accuracy = job.latest_eval().values().at("eval_accuracy");
+  std::cout << "fashion-mnist-cnn-augmented test accuracy " << accuracy << std::endl;
+  EXPECT_GE(accuracy, 0.92);
+}
+
 TEST(ExamplesTest, FortunesGptEvalLossBelowTwoNatsPerByte) {
   LocalCluster cluster(2, 1, 1);
   v1::Job job = RunExample(cluster, "fortunes-gpt.yaml");

@@ -160,6 +160,47 @@ TEST(ImageTransformsTest, RefusesWhatDoesNotFitTheData) {
   EXPECT_FALSE(ImageTransforms::Create(CropFlip(1), tokens, 0).ok());
 }
 
+TEST(NormalizationFromDataTest, IsEachChannelsPixelMeanAndStd) {
+  // Channel c of image i is uniform noise scaled and shifted per channel.
+  const torch::Tensor x = torch::rand({300, 2, 5, 4}) *
+                              torch::tensor({0.2f, 0.6f}).view({1, 2, 1, 1}) +
+                          torch::tensor({0.1f, 0.3f}).view({1, 2, 1, 1});
+  TensorDataset data(x, torch::zeros({300}, torch::kInt64));
+  absl::StatusOr<v1::NormalizeSpec> norm =
+      NormalizationFromData(data, Images(2, 5, 4), 1);
+  ASSERT_TRUE(norm.ok()) << norm.status();
+  ASSERT_EQ(norm->mean_size(), 2);
+  // Fewer samples than kNormalizeSamples: all of them, as torch computes it.
+  const torch::Tensor d = x.to(torch::kFloat64).transpose(0, 1).reshape({2, -1});
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_NEAR(norm->mean(c), d[c].mean().item<double>(), 1e-9) << c;
+    EXPECT_NEAR(norm->std(c), d[c].std(/*unbiased=*/false).item<double>(), 1e-9) << c;
+  }
+  // A constant channel cannot be normalised: said, naming the field.
+  TensorDataset flat(torch::full({10, 1, 2, 2}, 0.5f), torch::zeros({10}, torch::kInt64));
+  EXPECT_THAT(NormalizationFromData(flat, Images(1, 2, 2), 1).status().message(),
+              HasSubstr("data.transforms.normalize.from_data: channel 0"));
+  DataInfo features;
+  features.input_shape = {20};
+  EXPECT_THAT(NormalizationFromData(data, features, 1).status().message(),
+              HasSubstr("data.transforms.normalize: apply to float images"));
+}
+
+TEST(NormalizationFromDataTest, ALargeSetIsSampledTheSameWayEveryTime) {
+  const int64_t n = 3 * kNormalizeSamples;
+  const torch::Tensor x = torch::rand({n, 1, 3, 3});
+  TensorDataset data(x, torch::zeros({n}, torch::kInt64));
+  auto a = NormalizationFromData(data, Images(1, 3, 3), 7);
+  auto b = NormalizationFromData(data, Images(1, 3, 3), 7);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->mean(0), b->mean(0));  // every rank computes the same
+  EXPECT_EQ(a->std(0), b->std(0));
+  // A sample of the whole: close to it, and not the first rows only.
+  EXPECT_NEAR(a->mean(0), x.mean().item<double>(), 0.01);
+  const double head = x.narrow(0, 0, kNormalizeSamples).to(torch::kFloat64).mean().item<double>();
+  EXPECT_NE(a->mean(0), head);
+}
+
 class TransformedDataTest : public DataTest {};
 
 TEST_F(TransformedDataTest, LoadedSetsReportTheCropShapeAndEvalIsTransformed) {
@@ -184,6 +225,16 @@ TEST_F(TransformedDataTest, LoadedSetsReportTheCropShapeAndEvalIsTransformed) {
   ASSERT_EQ(eval.inputs.sizes(), (std::vector<int64_t>{3, 1, 3, 3}));
   EXPECT_LE(eval.inputs.max().item<float>(), (1.0f - 0.5f) / 0.25f + 1e-5f);
   EXPECT_GE(eval.inputs.min().item<float>(), (0.0f - 0.5f) / 0.25f - 1e-5f);
+  // normalize.from_data: the statistics of the training rows, reported.
+  spec.mutable_data()->mutable_transforms()->mutable_normalize()->Clear();
+  spec.mutable_data()->mutable_transforms()->mutable_normalize()->set_from_data(true);
+  ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const torch::Tensor train = ds->train->Gather(Iota(ds->train->size())).inputs;
+  ASSERT_TRUE(ds->plan_facts.count("normalize_mean_0"));
+  EXPECT_NEAR(ds->plan_facts.at("normalize_mean_0"), train.mean().item<double>(), 1e-6);
+  EXPECT_NEAR(ds->plan_facts.at("normalize_std_0"),
+              train.to(torch::kFloat64).std(false).item<double>(), 1e-6);
   // A crop that does not fit names its field.
   spec.mutable_data()->mutable_transforms()->mutable_random_crop()->set_size(0, 9);
   EXPECT_THAT(LoadDatasets(spec).status().message(),

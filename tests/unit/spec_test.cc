@@ -170,7 +170,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "data.transforms.normalize.std: every value must be > 0"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
                 "transforms: {normalize: {std: [1]}}}",
-                "data.transforms.normalize.mean: is required"},
+                "data.transforms.normalize.mean: is required (or from_data: true)"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {normalize: {from_data: true, mean: [0.5], std: [1]}}}",
+                "data.transforms.normalize: give mean and std, or from_data, not both"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
                 "transforms: {normalize: {mean: [x], std: [1]}}}",
                 "data.transforms.normalize.mean[0]: must be a number"},
@@ -229,6 +232,14 @@ TEST(SpecTest, ImageTransformsAreReadInFull) {
   EXPECT_TRUE(t.horizontal_flip());
   // The JSON form (dry run, `trainctl status -o json`) parses to the same.
   absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+  // Statistics computed from the data; the JSON form parses back to it.
+  spec = ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b, "
+                      "transforms: {normalize: {from_data: true}}}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->data().transforms().normalize().from_data());
+  again = ParseJobSpec(JobSpecToJson(*spec));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
   // Padding alone keeps the image's size; nothing given, nothing applied.

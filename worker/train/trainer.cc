@@ -227,6 +227,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   for (const auto& p : params) parameter_count += p.numel();
   plan_metric["parameters"] = parameter_count;
   plan_metric.insert(ctx.startup.begin(), ctx.startup.end());
+  plan_metric.insert(data.plan_facts.begin(), data.plan_facts.end());
   if (epoch_order_changed) plan_metric["epoch_order_changed"] = 1;
   report("plan", 0, 0, plan_metric);
 

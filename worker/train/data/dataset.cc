@@ -253,8 +253,17 @@ absl::StatusOr<Datasets> LoadOrThrow(const v1::JobSpec& spec,
   } else if (d.eval_fraction() > 0) {
     RETURN_IF_ERROR(SplitOffEval(spec, &out));
   }
+  v1::ImageTransformsSpec transforms = d.transforms();
+  if (transforms.normalize().from_data()) {
+    ASSIGN_OR_RETURN(*transforms.mutable_normalize(),
+                     NormalizationFromData(*out.train, out.info, spec.seed()));
+    for (int c = 0; c < transforms.normalize().mean_size(); ++c) {
+      out.plan_facts[absl::StrCat("normalize_mean_", c)] = transforms.normalize().mean(c);
+      out.plan_facts[absl::StrCat("normalize_std_", c)] = transforms.normalize().std(c);
+    }
+  }
   ASSIGN_OR_RETURN(out.train_transforms,
-                   ImageTransforms::Create(d.transforms(), out.info, spec.seed()));
+                   ImageTransforms::Create(transforms, out.info, spec.seed()));
   if (out.train_transforms) {
     out.info.input_shape = out.train_transforms->output_shape();
     if (out.eval) out.eval = WithEvalTransforms(out.eval, out.train_transforms);

@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +50,9 @@ struct Datasets {
   // data.transforms for training batches (BatchPrefetcher applies them);
   // null when there are none. `eval` has its own applied already.
   std::shared_ptr<const ImageTransforms> train_transforms;
+  // What loading found that the job's plan metric reports (normalize
+  // from_data: normalize_mean_C, normalize_std_C per channel C).
+  std::map<std::string, double> plan_facts;
   // Sharded paths only: each shard's path, size and CRC-32
   // (shard_manifest.h), which every rank checks against rank 0's.
   std::string manifest;

@@ -2,12 +2,15 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/shard_plan.h"
+#include "common/status_macros.h"
 
 namespace trainctl::train {
 namespace {
@@ -42,19 +45,68 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+// The "epoch" of the order normalize.from_data samples by: apart from the
+// training epochs (0, 1, ...) and the eval_fraction split (-1).
+constexpr int64_t kNormalizeEpoch = -2;
+
+absl::Status CheckImages(const DataInfo& info, const std::string& field) {
+  if (info.input_shape.size() == 3 && !info.integer_inputs) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": apply to float images [C, H, W]; the data's samples are ",
+      info.integer_inputs ? "token ids " : "features ", ShapeText(info.input_shape)));
+}
+
 }  // namespace
+
+absl::StatusOr<v1::NormalizeSpec> NormalizationFromData(const Dataset& train,
+                                                        const DataInfo& info,
+                                                        uint64_t seed) {
+  RETURN_IF_ERROR(CheckImages(info, "data.transforms.normalize"));
+  const int64_t n = train.size();
+  const int64_t take = std::min(n, kNormalizeSamples);
+  const EpochOrder order(seed, kNormalizeEpoch, n);
+  std::vector<int64_t> picked;
+  for (int64_t p = 0; p < take; ++p) picked.push_back(order.At(p));
+  std::sort(picked.begin(), picked.end());  // file order: sequential reads
+  const int64_t channels = info.input_shape[0];
+  torch::Tensor sum = torch::zeros({channels}, torch::kFloat64);
+  torch::Tensor squares = torch::zeros({channels}, torch::kFloat64);
+  constexpr size_t kChunk = 256;
+  for (size_t begin = 0; begin < picked.size(); begin += kChunk) {
+    const std::vector<int64_t> chunk(
+        picked.begin() + begin, picked.begin() + std::min(picked.size(), begin + kChunk));
+    const torch::Tensor x = train.Gather(chunk).inputs.to(torch::kFloat64);
+    sum += x.sum({0, 2, 3});
+    squares += (x * x).sum({0, 2, 3});
+  }
+  const double count = double(take) * info.input_shape[1] * info.input_shape[2];
+  const torch::Tensor mean = sum / count;
+  const torch::Tensor std = (squares / count - mean * mean).clamp_min(0).sqrt();
+  v1::NormalizeSpec out;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double s = std[c].item<double>();
+    if (!(s > 1e-12)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.transforms.normalize.from_data: channel ", c, " of ", take,
+          " training images is constant (std 0); give normalize.mean and std"));
+    }
+    out.add_mean(mean[c].item<double>());
+    out.add_std(s);
+  }
+  return out;
+}
 
 absl::StatusOr<std::shared_ptr<const ImageTransforms>> ImageTransforms::Create(
     const v1::ImageTransformsSpec& spec, const DataInfo& info, uint64_t seed) {
   const bool any = spec.has_normalize() || spec.has_random_crop() || spec.horizontal_flip();
   if (!any) return std::shared_ptr<const ImageTransforms>();
+  RETURN_IF_ERROR(CheckImages(info, "data.transforms"));
   const std::vector<int64_t>& shape = info.input_shape;
-  if (shape.size() != 3 || info.integer_inputs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "data.transforms: apply to float images [C, H, W]; the data's samples are ",
-        info.integer_inputs ? "token ids " : "features ", ShapeText(shape)));
-  }
   const v1::NormalizeSpec& norm = spec.normalize();
+  if (norm.from_data() && norm.mean_size() == 0) {
+    return absl::InvalidArgumentError(
+        "data.transforms.normalize.from_data: not computed (NormalizationFromData)");
+  }
   if (norm.mean_size() > 1 && norm.mean_size() != shape[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.transforms.normalize.mean: lists ", norm.mean_size(),

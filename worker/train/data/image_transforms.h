@@ -64,6 +64,18 @@ class ImageTransforms {
   std::vector<int64_t> output_shape_;
 };
 
+// normalize.from_data: the samples its statistics are taken from, at most.
+inline constexpr int64_t kNormalizeSamples = 4096;
+
+// Per-channel mean and (population) standard deviation of the pixels of
+// min(kNormalizeSamples, size) training samples picked by a seeded order,
+// as torchvision users compute them for Normalize: the same on every rank.
+// INVALID_ARGUMENT naming data.transforms.normalize when the samples are
+// not images or a channel is constant.
+absl::StatusOr<v1::NormalizeSpec> NormalizationFromData(const Dataset& train,
+                                                        const DataInfo& info,
+                                                        uint64_t seed);
+
 // `data` with ImageTransforms::Eval applied to every gathered batch.
 std::shared_ptr<const Dataset> WithEvalTransforms(
     std::shared_ptr<const Dataset> data,
