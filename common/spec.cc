@@ -77,9 +77,18 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   if (!shorthand) s.RejectUnknown();
 }
 
-// data.transforms: normalize {mean, std}, random_crop {size, padding},
-// horizontal_flip. Whether they fit the inputs' [C, H, W] is checked when
+// data.transforms: resize [h, w], normalize {mean, std} or {from_data},
+// random_crop {size, padding}, horizontal_flip. Whether they fit the inputs' [C, H, W] is checked when
 // the ranks open the data.
+// An optional [height, width]; an empty list (JSON's unset field) is none.
+std::vector<int64_t> HeightWidth(SpecReader& s, const std::string& key) {
+  const YAML::Node n = s.Child(key);
+  if (n && n.IsSequence() && n.size() == 0) return {};
+  const std::vector<int64_t> hw = s.IntList(key, {}, 2, 1, kMaxWidth);
+  if (hw.size() == 1) s.Error(s.Path(key), "must be [height, width]");
+  return hw;
+}
+
 void ReadTransforms(SpecReader& data, v1::ImageTransformsSpec* t, Errors* errors) {
   SpecReader s(data.Child("transforms"), data.Path("transforms"), errors);
   constexpr size_t kMaxChannels = 64;
@@ -111,13 +120,12 @@ void ReadTransforms(SpecReader& data, v1::ImageTransformsSpec* t, Errors* errors
     if ((!node || node.IsNull() || node.IsMap()) && !c.Has("size") && !c.Has("padding")) {
       c.Error(s.Path("random_crop"), "give size [height, width], padding, or both");
     }
-    const std::vector<int64_t> size = c.IntList("size", {}, 2, 1, kMaxWidth);
-    if (size.size() == 1) c.Error(c.Path("size"), "must be [height, width]");
-    Assign(crop->mutable_size(), size);
+    Assign(crop->mutable_size(), HeightWidth(c, "size"));
     crop->set_padding(c.Int("padding", 0, 0, 4096));
     c.RejectUnknown();
   }
   t->set_horizontal_flip(s.Bool("horizontal_flip", false));
+  Assign(t->mutable_resize(), HeightWidth(s, "resize"));
   s.RejectUnknown();
 }
 
@@ -326,7 +334,8 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
     }
   }
   const auto& tf = d.transforms();
-  if ((tf.has_normalize() || tf.has_random_crop() || tf.horizontal_flip()) &&
+  if ((tf.has_normalize() || tf.has_random_crop() || tf.horizontal_flip() ||
+       tf.resize_size() > 0) &&
       (spec.task() == "language_model" || d.format() == "csv")) {
     errors->push_back(absl::StrCat(
         "data.transforms: apply to image inputs [C, H, W]; ",

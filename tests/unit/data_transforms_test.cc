@@ -87,6 +87,27 @@ TEST(ImageTransformsTest, TrainingCropsThePaddedImageAtItsDrawAndMirrors) {
   }
 }
 
+TEST(ImageTransformsTest, ResizeComesFirstAsTorchvisionsResizeOnTensors) {
+  v1::ImageTransformsSpec spec = CropFlip(1, {4, 5});
+  spec.add_resize(6);
+  spec.add_resize(7);
+  auto t = Make(spec, Images(3, 12, 9));
+  EXPECT_EQ(t->output_shape(), (std::vector<int64_t>{3, 4, 5}));
+  const torch::Tensor x = torch::rand({5, 3, 12, 9}) + 0.1;
+  const torch::Tensor resized = F::interpolate(
+      x, F::InterpolateFuncOptions().size(std::vector<int64_t>{6, 7})
+             .mode(torch::kBilinear).align_corners(false).antialias(true));
+  const torch::Tensor out = t->Train(x, {0, 1, 2, 3, 4}, 0);
+  for (int64_t r = 0; r < 5; ++r) {
+    EXPECT_TRUE(torch::allclose(out[r], Reference(resized[r], t->DrawFor(r, 0), 1, 4, 5),
+                                1e-6, 1e-6)) << r;
+  }
+  // The crop is checked against the resized size, not the file's.
+  spec.mutable_random_crop()->set_size(0, 9);
+  EXPECT_THAT(ImageTransforms::Create(spec, Images(3, 12, 9), 0).status().message(),
+              HasSubstr("padded images (8x9: 6x7 with padding 1)"));
+}
+
 TEST(ImageTransformsTest, DrawsDependOnSampleAndEpochOnlyAndCoverEveryOffset) {
   auto t = Make(CropFlip(2), Images(1, 8, 8));  // crop 8x8 of 12x12: offsets 0..4
   const torch::Tensor x = torch::rand({3, 1, 8, 8});

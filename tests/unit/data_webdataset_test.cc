@@ -9,6 +9,7 @@
 #include "tests/unit/image_test_util.h"
 #include "tests/unit/tar_test_util.h"
 #include "tests/unit/leak_check.h"
+#include "worker/train/data/image_transforms.h"
 
 namespace trainctl::train::data_testing {
 namespace {
@@ -113,7 +114,43 @@ TEST_F(WebDatasetTest, RefusalsNameTheSampleNeverTheMembersOrBytes) {
     ds->train->Gather({0, 1});
     ADD_FAILURE() << "an image of another size was stacked";
   } catch (const std::runtime_error& e) {
-    EXPECT_THAT(std::string(e.what()), HasSubstr("sample 1 is 5x5x1 but sample 0 is 4x3x1"));
+    EXPECT_THAT(std::string(e.what()),
+                HasSubstr("sample 1 is 5x5 but sample 0 is 4x3 (images of several "
+                          "sizes need data.transforms.resize)"));
+  }
+}
+
+TEST_F(WebDatasetTest, ResizeTakesImagesOfEverySizeAndGrayJoinsAColourSet) {
+  const std::string tar = Write("mixed.tar", Tar({
+      {"a.png", EncodePng(Pixels(3, 0), 4, 3, 3)}, {"a.cls", "0"},
+      {"b.png", EncodePng(std::vector<uint8_t>(8 * 10, 200), 8, 10, 1)}, {"b.cls", "1"},
+      {"c.png", EncodePng(Pixels(3, 9), 4, 3, 3)}, {"c.cls", "1"}}));
+  v1::JobSpec spec = WdsSpec(tar);
+  spec.mutable_data()->mutable_transforms()->add_resize(6);
+  spec.mutable_data()->mutable_transforms()->add_resize(5);
+  auto ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->info.input_shape, (std::vector<int64_t>{3, 6, 5}));
+  const Batch b = ds->train->Gather({0, 1, 2});
+  ASSERT_EQ(b.inputs.sizes(), (std::vector<int64_t>{3, 3, 6, 5}));
+  // The gray 8x10 image: one value, in all three channels, at any size.
+  EXPECT_TRUE(torch::allclose(b.inputs[1], torch::full({3, 6, 5}, 200.0f / 255), 1e-5, 1e-6));
+  // A colour 4x3 image: bilinear, as torch resizes the decoded pixels.
+  std::vector<uint8_t> hwc = Pixels(3, 0);
+  const torch::Tensor chw = torch::tensor(std::vector<float>(hwc.begin(), hwc.end()))
+                                .view({1, 4, 3, 3}).permute({0, 3, 1, 2}) / 255;
+  EXPECT_TRUE(torch::allclose(b.inputs[0], ResizeImages(chw, 6, 5)[0], 1e-5, 1e-6));
+  // An RGB image in a set that starts grayscale is refused, by position.
+  spec.mutable_data()->set_train_path(Write("graythen.tar", Tar({
+      {"a.png", EncodePng(std::vector<uint8_t>(12, 1), 4, 3, 1)}, {"a.cls", "0"},
+      {"b.png", EncodePng(Pixels(3, 0), 4, 3, 3)}, {"b.cls", "1"}})));
+  ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  try {
+    ds->train->Gather({1});
+    ADD_FAILURE() << "an RGB image joined a grayscale set";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("sample 1 is RGB but sample 0 is grayscale"));
   }
 }
 

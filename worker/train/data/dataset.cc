@@ -79,7 +79,7 @@ absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
   if (d.format() == "text") return ReadText(req, d);
   if (d.format() == "tensors") return ReadTensors(req);
   if (d.format() == "npy") return ReadNpy(req, d);
-  if (d.format() == "webdataset") return ReadWebDataset(req);
+  if (d.format() == "webdataset") return ReadWebDataset(req, d);
   return absl::InvalidArgumentError(
       absl::StrCat("data.format: unknown format '", d.format(),
                    "' (expected idx, csv, tokens, text, tensors, npy or "

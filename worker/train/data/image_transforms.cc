@@ -98,10 +98,12 @@ absl::StatusOr<v1::NormalizeSpec> NormalizationFromData(const Dataset& train,
 
 absl::StatusOr<std::shared_ptr<const ImageTransforms>> ImageTransforms::Create(
     const v1::ImageTransformsSpec& spec, const DataInfo& info, uint64_t seed) {
-  const bool any = spec.has_normalize() || spec.has_random_crop() || spec.horizontal_flip();
+  const bool any = spec.has_normalize() || spec.has_random_crop() ||
+                   spec.horizontal_flip() || spec.resize_size() == 2;
   if (!any) return std::shared_ptr<const ImageTransforms>();
   RETURN_IF_ERROR(CheckImages(info, "data.transforms"));
-  const std::vector<int64_t>& shape = info.input_shape;
+  std::vector<int64_t> shape = info.input_shape;
+  if (spec.resize_size() == 2) shape = {shape[0], spec.resize(0), spec.resize(1)};
   const v1::NormalizeSpec& norm = spec.normalize();
   if (norm.from_data() && norm.mean_size() == 0) {
     return absl::InvalidArgumentError(
@@ -127,18 +129,19 @@ absl::StatusOr<std::shared_ptr<const ImageTransforms>> ImageTransforms::Create(
           shape[1], "x", shape[2], " with padding ", crop.padding(), ")"));
     }
   }
-  return std::shared_ptr<const ImageTransforms>(new ImageTransforms(spec, shape, seed));
+  return std::shared_ptr<const ImageTransforms>(
+      new ImageTransforms(spec, info.input_shape, seed));
 }
 
 ImageTransforms::ImageTransforms(const v1::ImageTransformsSpec& spec,
                                  std::vector<int64_t> input_shape, uint64_t seed)
     : channels_(input_shape[0]),
-      height_(input_shape[1]),
-      width_(input_shape[2]),
-      crop_h_(spec.random_crop().size_size() == 2 ? spec.random_crop().size(0)
-                                                  : input_shape[1]),
-      crop_w_(spec.random_crop().size_size() == 2 ? spec.random_crop().size(1)
-                                                  : input_shape[2]),
+      in_h_(input_shape[1]),
+      in_w_(input_shape[2]),
+      height_(spec.resize_size() == 2 ? spec.resize(0) : in_h_),
+      width_(spec.resize_size() == 2 ? spec.resize(1) : in_w_),
+      crop_h_(spec.random_crop().size_size() == 2 ? spec.random_crop().size(0) : height_),
+      crop_w_(spec.random_crop().size_size() == 2 ? spec.random_crop().size(1) : width_),
       padding_(spec.random_crop().padding()),
       random_crop_(spec.has_random_crop()),
       flip_(spec.horizontal_flip()),
@@ -186,11 +189,11 @@ void ImageTransforms::Apply(const float* in, int64_t top, int64_t left, int64_t 
 torch::Tensor ImageTransforms::Run(const torch::Tensor& images,
                                    const std::function<Draw(int64_t)>& draw,
                                    int64_t pad) const {
-  if (images.dim() != 4 || images.size(1) != channels_ || images.size(2) != height_ ||
-      images.size(3) != width_ || images.scalar_type() != torch::kFloat32) {
+  if (images.dim() != 4 || images.size(1) != channels_ || images.size(2) != in_h_ ||
+      images.size(3) != in_w_ || images.scalar_type() != torch::kFloat32) {
     throw std::invalid_argument("image transforms: batch is not float [n, C, H, W]");
   }
-  const torch::Tensor in = images.contiguous();
+  const torch::Tensor in = ResizeImages(images, height_, width_).contiguous();
   const int64_t n = in.size(0);
   torch::Tensor out = torch::empty({n, channels_, crop_h_, crop_w_}, torch::kFloat32);
   const float* src = in.data_ptr<float>();
@@ -218,6 +221,17 @@ torch::Tensor ImageTransforms::Train(const torch::Tensor& images,
 torch::Tensor ImageTransforms::Eval(const torch::Tensor& images) const {
   const Draw centre{CentreOffset(height_, crop_h_), CentreOffset(width_, crop_w_), false};
   return Run(images, [&](int64_t) { return centre; }, 0);
+}
+
+torch::Tensor ResizeImages(const torch::Tensor& images, int64_t height, int64_t width) {
+  if (images.size(2) == height && images.size(3) == width) return images;
+  namespace F = torch::nn::functional;
+  const bool shrinks = height < images.size(2) || width < images.size(3);
+  return F::interpolate(images, F::InterpolateFuncOptions()
+                                    .size(std::vector<int64_t>{height, width})
+                                    .mode(torch::kBilinear)
+                                    .align_corners(false)
+                                    .antialias(shrinks));
 }
 
 namespace {

@@ -14,8 +14,8 @@
 namespace trainctl::train {
 
 // data.transforms over image batches [n, C, H, W] of float pixels, in
-// torchvision's order: random crop (after zero padding), horizontal flip,
-// normalisation. Training draws each sample's crop and flip from
+// torchvision's order: resize, random crop (after zero padding),
+// horizontal flip, normalisation. Training draws each sample's crop and flip from
 // (seed, epoch, sample id) alone, so an epoch's augmented samples are the
 // same at any world size, in any batch, and after a restart; evaluation
 // takes the centre crop and no flip. Immutable and thread-safe.
@@ -55,7 +55,8 @@ class ImageTransforms {
   torch::Tensor Run(const torch::Tensor& images,
                     const std::function<Draw(int64_t row)>& draw, int64_t pad) const;
 
-  int64_t channels_, height_, width_;  // input
+  int64_t channels_, in_h_, in_w_;     // input
+  int64_t height_, width_;             // after resizing
   int64_t crop_h_, crop_w_;            // output
   int64_t padding_;
   bool random_crop_, flip_;
@@ -63,6 +64,11 @@ class ImageTransforms {
   uint64_t seed_;
   std::vector<int64_t> output_shape_;
 };
+
+// Images [n, C, H, W] (float) resized to [n, C, height, width] as
+// torchvision's Resize((height, width)) does on tensors: bilinear,
+// antialiased when shrinking. The same tensor when it has that size.
+torch::Tensor ResizeImages(const torch::Tensor& images, int64_t height, int64_t width);
 
 // normalize.from_data: the samples its statistics are taken from, at most.
 inline constexpr int64_t kNormalizeSamples = 4096;

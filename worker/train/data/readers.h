@@ -59,7 +59,10 @@ absl::StatusOr<LoadedSet> ReadText(const ReadRequest& req,
 absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
                                   const v1::DataSpec& data);
 // format webdataset: a tar of KEY.jpg/KEY.png images with KEY.cls labels.
-absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req);
+// data.transforms.resize, when given, is applied to each image as it is
+// decoded, so the images of a set may differ in size.
+absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
+                                         const v1::DataSpec& data);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
 

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "common/webdataset_index.h"
 #include "worker/train/data/image_decode.h"
+#include "worker/train/data/image_transforms.h"
 #include "worker/train/data/readers.h"
 
 namespace trainctl::train {
@@ -28,10 +29,12 @@ constexpr float kPixelScale = 1.0f / 255;
 
 class WebDatasetImages : public Dataset {
  public:
+  // Images come out [channels, height, width]: resized to it when
+  // `resize`, otherwise each must have that size.
   WebDatasetImages(std::string where, int fd, std::vector<WebDatasetSample> samples,
-                   int channels, int height, int width)
+                   int channels, int height, int width, bool resize)
       : where_(std::move(where)), fd_(fd), samples_(std::move(samples)),
-        channels_(channels), height_(height), width_(width) {}
+        channels_(channels), height_(height), width_(width), resize_(resize) {}
   ~WebDatasetImages() override { ::close(fd_); }
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
 
@@ -57,18 +60,38 @@ class WebDatasetImages : public Dataset {
       throw std::runtime_error(absl::StrCat(where_, ": sample ", i, ": ",
                                             image.status().message()));
     }
-    if (image->channels != channels_ || image->height != height_ ||
-        image->width != width_) {
+    // A grayscale image in a colour set becomes RGB, as PIL's
+    // convert("RGB") in torchvision's loaders makes it.
+    const bool gray_in_colour = image->channels == 1 && channels_ == 3;
+    if (image->channels != channels_ && !gray_in_colour) {
       throw std::runtime_error(absl::StrCat(
-          where_, ": sample ", i, " is ", image->height, "x", image->width, "x",
-          image->channels, " but sample 0 is ", height_, "x", width_, "x",
-          channels_, " (every image of a set must have one size)"));
+          where_, ": sample ", i, " is RGB but sample 0 is grayscale (a set "
+          "whose first image is grayscale must be all grayscale)"));
     }
-    // HWC bytes to CHW floats.
-    const int64_t plane = int64_t{height_} * width_;
+    if (!resize_ && (image->height != height_ || image->width != width_)) {
+      throw std::runtime_error(absl::StrCat(
+          where_, ": sample ", i, " is ", image->height, "x", image->width,
+          " but sample 0 is ", height_, "x", width_,
+          " (images of several sizes need data.transforms.resize)"));
+    }
+    if (image->height == height_ && image->width == width_) {
+      ToChw(*image, out);
+      return;
+    }
+    torch::Tensor pixels = torch::empty({1, channels_, image->height, image->width});
+    ToChw(*image, pixels.data_ptr<float>());
+    torch::Tensor resized = ResizeImages(pixels, height_, width_).contiguous();
+    std::memcpy(out, resized.data_ptr<float>(), sizeof(float) * resized.numel());
+  }
+
+  // HWC bytes to CHW floats in [0, 1], gray repeated over a colour set's
+  // channels.
+  void ToChw(const DecodedImage& image, float* out) const {
+    const int64_t plane = int64_t{image.height} * image.width;
     for (int64_t p = 0; p < plane; ++p) {
       for (int c = 0; c < channels_; ++c) {
-        out[c * plane + p] = image->pixels[p * channels_ + c] * kPixelScale;
+        const int from = image.channels == 1 ? 0 : c;
+        out[c * plane + p] = image.pixels[p * image.channels + from] * kPixelScale;
       }
     }
   }
@@ -109,11 +132,13 @@ class WebDatasetImages : public Dataset {
   int fd_;
   std::vector<WebDatasetSample> samples_;
   int channels_, height_, width_;
+  bool resize_;
 };
 
 }  // namespace
 
-absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req) {
+absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
+                                         const v1::DataSpec& data) {
   if (req.task != "classification") {
     return absl::InvalidArgumentError(absl::StrCat(
         "task: data.format webdataset holds labelled images; task ", req.task,
@@ -147,12 +172,16 @@ absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req) {
   if (!image.ok()) return fail(std::string(image.status().message()));
   int64_t max_label = 0;
   for (const WebDatasetSample& s : *samples) max_label = std::max(max_label, s.label);
+  const auto& resize = data.transforms().resize();
+  const bool resized = resize.size() == 2;
+  const int height = resized ? resize[0] : image->height;
+  const int width = resized ? resize[1] : image->width;
   LoadedSet out;
-  out.info.input_shape = {image->channels, image->height, image->width};
+  out.info.input_shape = {image->channels, height, width};
   out.info.num_classes = max_label + 1;
   out.data = std::make_shared<WebDatasetImages>(where, fd, *std::move(samples),
-                                                image->channels, image->height,
-                                                image->width);
+                                                image->channels, height, width,
+                                                resized);
   return out;
 }
 
