@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,7 +30,9 @@
 #include "client/version_command.h"
 #include "client/watch.h"
 #include "client/watch_live.h"
+#include "common/closest_name.h"
 #include "common/spec.h"
+#include "common/spec_reader.h"
 
 namespace trainctl::client {
 namespace {
@@ -242,6 +246,20 @@ invalid spec; 3 coordinator unreachable; 4 job not found; 5 not logged in or
 not allowed (another user's job).
 Run 'trainctl SUBCOMMAND --help' for examples.)";
 
+// The first word of argv that is neither an option nor a global option's
+// value: the command the user meant ("" when there is none).
+std::string FirstCommandWord(int argc, const char* const* argv) {
+  static const std::set<std::string> kTakesValue = {"--coordinator", "-o", "--output",
+                                                    "--token", "--ca-cert"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return "";
+    if (arg.empty() || arg[0] != '-') return arg;
+    if (kTakesValue.count(arg)) ++i;
+  }
+  return "";
+}
+
 }  // namespace
 
 int RunCli(int argc, const char* const* argv, std::ostream& out,
@@ -293,12 +311,12 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   submit->add_option("--resume-from", submit_args.resume_from,
                      "Start from a checkpoint: JOB (its latest) or JOB:STEP");
   submit->footer(
-      "\nExamples:\n  trainctl submit examples/mnist.yaml\n"
-      "  trainctl submit examples/mnist.yaml --follow\n"
-      "  trainctl submit examples/mnist.yaml --set training.epochs=1 "
+      "\nExamples:\n  trainctl submit examples/fashion-mnist-mlp.yaml\n"
+      "  trainctl submit examples/fashion-mnist-mlp.yaml --follow\n"
+      "  trainctl submit examples/fashion-mnist-mlp.yaml --set training.epochs=1 "
       "--set optimizer.lr=0.01 --name quick\n"
-      "  trainctl submit --dry-run examples/mnist.yaml\n"
-      "  trainctl submit examples/mnist.yaml --resume-from job-7:1800");
+      "  trainctl submit --dry-run examples/fashion-mnist-mlp.yaml\n"
+      "  trainctl submit examples/fashion-mnist-mlp.yaml --resume-from job-7:1800");
 
   std::vector<std::string> states;
   CLI::App* list = app.add_subcommand("list", "List jobs");
@@ -364,6 +382,20 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   CLI::App* version = AddVersionCommand(app);
   CLI::App* login = AddLoginCommand(app);
 
+  // CLI11 answers a misspelt command with "A subcommand is required".
+  if (const std::string word = FirstCommandWord(argc, argv); !word.empty()) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      const std::string near = ClosestName(word, names);
+      err << "trainctl: unknown command '" << Abbreviated(word) << "'"
+          << (near.empty() ? "" : "; did you mean '" + near + "'?")
+          << " (trainctl --help lists the commands)\n";
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

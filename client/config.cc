@@ -129,19 +129,75 @@ absl::StatusOr<ConfigFile> LoadConfigFile(const std::string& path) {
   return ParseConfigFile(text, path);
 }
 
+absl::StatusOr<std::string> CoordinatorAddress(const std::string& address,
+                                               const std::string& source) {
+  constexpr char kDefaultPort[] = "7070";
+  if (address.rfind("unix:", 0) == 0 || address.find("://") != std::string::npos) {
+    return address;
+  }
+  std::string host = address, port;
+  if (!address.empty() && address.front() == '[') {  // [IPv6] or [IPv6]:PORT
+    const size_t close = address.find(']');
+    if (close == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": '", address, "' opens [ without closing it"));
+    }
+    host = address.substr(0, close + 1);
+    if (close + 1 < address.size()) {
+      if (address[close + 1] != ':') {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": '", address, "': expected [IPv6]:PORT"));
+      }
+      port = address.substr(close + 2);
+      if (port.empty()) port = "-";  // "[::1]:" names no port
+    }
+  } else {
+    const size_t colon = address.find(':');
+    if (colon != std::string::npos && address.find(':', colon + 1) != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": '", address, "' looks like an IPv6 address; write it in "
+          "brackets, as [", address, "]:", kDefaultPort));
+    }
+    if (colon != std::string::npos) {
+      host = address.substr(0, colon);
+      port = address.substr(colon + 1);
+      if (port.empty()) port = "-";
+    }
+  }
+  if (host.empty() || host == "[]") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": '", address, "' names no host (expected HOST:PORT, e.g. head:7070)"));
+  }
+  if (port.empty()) return absl::StrCat(host, ":", kDefaultPort);
+  const bool digits = port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": '", address, "': the port must be a number in 1-65535"));
+  }
+  return address;
+}
+
 absl::StatusOr<Settings> ResolveSettings(
     const std::string& flag_coordinator, const std::string& flag_output,
     const std::map<std::string, std::string>& env, const ConfigFile& file,
     const SecurityFlags& flags) {
   Settings settings;
   const std::string env_coordinator = Lookup(env, "TRAINCTL_COORDINATOR");
+  std::string source;
   if (!flag_coordinator.empty()) {
     settings.coordinator = flag_coordinator;
+    source = "--coordinator";
   } else if (!env_coordinator.empty()) {
     settings.coordinator = env_coordinator;
+    source = "TRAINCTL_COORDINATOR";
   } else {
     settings.coordinator = file.coordinator.value_or(kDefaultCoordinator);
+    source = "coordinator: in the config file";
   }
+  absl::StatusOr<std::string> address = CoordinatorAddress(settings.coordinator, source);
+  if (!address.ok()) return address.status();
+  settings.coordinator = *address;
   const std::string env_output = Lookup(env, "TRAINCTL_OUTPUT");
   if (!env_output.empty() && flag_output.empty() &&
       !IsOutputFormat(env_output)) {

@@ -51,11 +51,20 @@ struct SecurityFlags {
 // Applies the precedence rule. flag_* are empty when the flag was not
 // given; env holds the TRAINCTL_* variables (missing or empty = unset).
 // An invalid TRAINCTL_OUTPUT or TRAINCTL_INSECURE is an error naming the
-// variable.
+// variable. The coordinator address gets port 7070 when it names none
+// (CoordinatorAddress).
 absl::StatusOr<Settings> ResolveSettings(
     const std::string& flag_coordinator, const std::string& flag_output,
     const std::map<std::string, std::string>& env, const ConfigFile& file,
     const SecurityFlags& flags = {});
+
+// `address` as a gRPC target: HOST:PORT as given, HOST or [IPv6] with the
+// coordinator's default port 7070 added, "unix:" and "scheme://" targets
+// untouched. INVALID_ARGUMENT naming `source` (the flag, variable or config
+// key it came from) for an empty or non-numeric port, or an IPv6 address
+// without brackets.
+absl::StatusOr<std::string> CoordinatorAddress(const std::string& address,
+                                               const std::string& source);
 
 // Sets `key` to `value` in the config file at `path` (created 0600 with its
 // directory; an existing file's other keys are kept and it is made 0600,

@@ -177,15 +177,31 @@ std::string DescribeError(const absl::Status& status,
   const std::string code = absl::StatusCodeToString(status.code());
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kDeadlineExceeded: {
+      const absl::string_view why = status.message();
+      // The TLS handshake failed: something answered, and its certificate
+      // is not one this client trusts.
+      if (absl::StrContains(why, "certificate verify failed") ||
+          absl::StrContains(why, "CERTIFICATE_VERIFY_FAILED")) {
+        return absl::StrCat(
+            "the coordinator at ", address, " answered, but its TLS "
+            "certificate is not signed by the CA this client trusts: give "
+            "the cluster's tls/ca.crt as --ca-cert (or TRAINCTL_CA_CERT, or "
+            "ca_cert: in the config file)");
+      }
+      if (absl::StrContains(why, "Connection refused")) {
+        return absl::StrCat(
+            "cannot reach the coordinator at ", address,
+            ": nothing listens there (connection refused); is "
+            "trainctl-coordinator running? set --coordinator or "
+            "TRAINCTL_COORDINATOR (or coordinator: in the config file)");
+      }
       return absl::StrCat(
-          "cannot reach the coordinator at ", address, " (", code, ": ",
-          status.message(),
+          "cannot reach the coordinator at ", address, " (", code, ": ", why,
           "); is trainctl-coordinator running? set --coordinator or "
-          "TRAINCTL_COORDINATOR (or coordinator: in "
-          "~/.config/trainctl/config.yaml); with TLS, --ca-cert must be "
-          "the coordinator's tls/ca.crt; a coordinator run --insecure needs "
-          "--insecure here");
+          "TRAINCTL_COORDINATOR (or coordinator: in the config file); a "
+          "coordinator run --insecure needs --insecure here");
+    }
     case absl::StatusCode::kUnauthenticated:
       return absl::StrCat("not logged in to ", address, ": ",
                           status.message());

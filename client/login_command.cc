@@ -1,5 +1,6 @@
 #include "client/login_command.h"
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -89,9 +90,24 @@ int CmdLogin(const Settings& settings, const std::string& config_path,
   }
   Settings checked = settings;
   if (checked.token.empty()) {
-    if (isatty(STDIN_FILENO)) err << "Token: " << std::flush;
     std::string line;
-    std::getline(in, line);
+    if (&in == &std::cin && isatty(STDIN_FILENO)) {
+      // Typed at a terminal: not echoed, as passwd and ssh read secrets.
+      // Echo goes off before the prompt shows, so no key is echoed early.
+      termios saved{};
+      const bool quiet = tcgetattr(STDIN_FILENO, &saved) == 0;
+      if (quiet) {
+        termios silent = saved;
+        silent.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent);
+      }
+      err << "Token: " << std::flush;
+      std::getline(in, line);
+      if (quiet) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+      err << "\n";
+    } else {
+      std::getline(in, line);
+    }
     checked.token = std::string(absl::StripAsciiWhitespace(line));
   }
   if (checked.token.empty()) {

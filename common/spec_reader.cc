@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/closest_name.h"
 
 namespace trainctl {
 namespace {
@@ -498,7 +499,14 @@ void SpecReader::RejectUnknown() {
   if (!valid_ || !node_ || !node_.IsMap()) return;
   for (const auto& kv : node_) {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex key>";
-    if (!used_.count(key)) Error(Path(Abbreviated(key)), "unknown field");
+    if (used_.count(key)) continue;
+    // Every field of the mapping was asked for by now: a near one is
+    // what was meant.
+    const std::string near =
+        ClosestName(key, std::vector<std::string>(used_.begin(), used_.end()));
+    Error(Path(Abbreviated(key)),
+          near.empty() ? "unknown field"
+                       : absl::StrCat("unknown field; did you mean ", near, "?"));
   }
 }
 

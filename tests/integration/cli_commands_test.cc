@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -37,8 +38,10 @@ struct PtyResult {
 
 // Runs argv with its stdin/stdout/stderr on a new pseudo-terminal of 100x30
 // (TERM=xterm) and reads it until the program exits or `timeout` passes
-// (then it is killed and exit_code stays -1).
-PtyResult RunInPty(const std::vector<std::string>& argv, seconds timeout) {
+// (then it is killed and exit_code stays -1). `typed` is written to the
+// terminal, as typed keys, once the output shows `prompt`.
+PtyResult RunInPty(const std::vector<std::string>& argv, seconds timeout,
+                   const std::string& prompt = "", const std::string& typed = "") {
   PtyResult result;
   winsize size{};
   size.ws_col = 100;
@@ -59,12 +62,19 @@ PtyResult RunInPty(const std::vector<std::string>& argv, seconds timeout) {
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[4096];
+  bool typed_done = typed.empty();
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd fd{master, POLLIN, 0};
     if (poll(&fd, 1, 200) <= 0) continue;
     const ssize_t n = read(master, buffer, sizeof buffer);
     if (n <= 0) break;  // EIO: the program exited and closed the terminal
     result.output.append(buffer, static_cast<size_t>(n));
+    if (!typed_done && result.output.find(prompt) != std::string::npos) {
+      typed_done = true;
+      if (write(master, typed.data(), typed.size()) != static_cast<ssize_t>(typed.size())) {
+        ADD_FAILURE() << "could not type into the terminal";
+      }
+    }
   }
   int status = 0;
   if (waitpid(pid, &status, WNOHANG) == 0) {
@@ -336,6 +346,54 @@ TEST_F(CliCommandsTest, SubmitDryRunSetAndNameThenWorkersListAndCancel) {
   CliResult status_json = cluster_->Cli({"status", id, "--output", "json"});
   EXPECT_EQ(FromJson<v1::Job>(status_json.output).state(),
             v1::JOB_STATE_CANCELLED);
+}
+
+// Another CA's certificate as --ca-cert: the coordinator is reached, and the
+// CLI says its certificate is not trusted, with no gRPC log line.
+TEST_F(CliCommandsTest, AnUntrustedCertificateIsSaidSoWithoutGrpcLogLines) {
+  const std::string other = cluster_->dir() + "/other-ca.crt";
+  ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt "
+                         "ec_paramgen_curve:prime256v1 -nodes -subj /CN=other -days 1 "
+                         "-keyout " + cluster_->dir() + "/other-ca.key -out " + other +
+                         " >/dev/null 2>&1").c_str()),
+            0);
+  std::vector<std::string> argv = cluster_->CliArgv({"list"});
+  auto ca = std::find(argv.begin(), argv.end(), "--ca-cert");
+  ASSERT_NE(ca, argv.end());
+  *(ca + 1) = other;
+  Process cli(argv, cluster_->dir() + "/untrusted.out");
+  EXPECT_EQ(cli.Wait(seconds(60)), 3);
+  const std::string output = ReadAll(cluster_->dir() + "/untrusted.out");
+  EXPECT_THAT(output, HasSubstr("answered, but its TLS certificate is not signed by "
+                                "the CA this client trusts"));
+  EXPECT_THAT(output, Not(HasSubstr("ssl_transport_security")));
+  EXPECT_THAT(output, Not(HasSubstr("Handshake failed")));
+}
+
+// A token typed at the login prompt is not echoed to the terminal.
+TEST_F(CliCommandsTest, LoginDoesNotEchoTheTokenTyped) {
+  const std::string config = cluster_->dir() + "/login-config";
+  std::vector<std::string> argv = cluster_->CliArgv({"login"});
+  auto token = std::find(argv.begin(), argv.end(), "--token");
+  ASSERT_NE(token, argv.end());
+  const std::string secret = *(token + 1);
+  argv.erase(token, token + 2);  // the prompt asks for it
+  argv.insert(argv.begin(), {"/usr/bin/env", "XDG_CONFIG_HOME=" + config});
+  const PtyResult login = RunInPty(argv, seconds(60), "Token: ", secret + "\n");
+  EXPECT_EQ(login.exit_code, 0) << login.output;
+  EXPECT_THAT(login.output, HasSubstr("token accepted"));
+  EXPECT_THAT(login.output, Not(HasSubstr(secret)));
+}
+
+// Typos and a missing port get an answer that says what was meant.
+TEST_F(CliCommandsTest, ATypoedCommandIsAnsweredWithTheNearestOne) {
+  CliResult typo = cluster_->Cli({"stauts", "job-1"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.output, HasSubstr("unknown command 'stauts'; did you mean 'status'?"));
+  CliResult far = cluster_->Cli({"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_THAT(far.output, HasSubstr("unknown command 'frobnicate'"));
+  EXPECT_THAT(far.output, Not(HasSubstr("did you mean")));
 }
 
 TEST_F(CliCommandsTest, UnreachableCoordinatorNamesTheAddressAndWhatToTry) {

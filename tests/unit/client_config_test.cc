@@ -66,6 +66,27 @@ TEST(LoadConfigFileTest, MissingFileIsEmptyAndAFileIsParsed) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CoordinatorAddressTest, AHostWithoutAPortGetsTheDefaultPort) {
+  EXPECT_EQ(*CoordinatorAddress("127.0.0.1", "--coordinator"), "127.0.0.1:7070");
+  EXPECT_EQ(*CoordinatorAddress("head", "--coordinator"), "head:7070");
+  EXPECT_EQ(*CoordinatorAddress("head:7443", "--coordinator"), "head:7443");
+  EXPECT_EQ(*CoordinatorAddress("[::1]", "--coordinator"), "[::1]:7070");
+  EXPECT_EQ(*CoordinatorAddress("[::1]:9000", "--coordinator"), "[::1]:9000");
+  EXPECT_EQ(*CoordinatorAddress("unix:/run/tc.sock", "--coordinator"), "unix:/run/tc.sock");
+  EXPECT_EQ(*CoordinatorAddress("dns:///head:7070", "--coordinator"), "dns:///head:7070");
+  for (const char* bad : {"head:", "head:http", "head:0", "head:70000", "::1", "[::1",
+                          ":7070", "[::1]x"}) {
+    absl::StatusOr<std::string> address = CoordinatorAddress(bad, "TRAINCTL_COORDINATOR");
+    ASSERT_FALSE(address.ok()) << bad;
+    EXPECT_THAT(address.status().message(), HasSubstr("TRAINCTL_COORDINATOR: '")) << bad;
+  }
+  EXPECT_THAT(CoordinatorAddress("::1", "x").status().message(), HasSubstr("[::1]:7070"));
+  // Resolved settings carry the completed address.
+  absl::StatusOr<Settings> s = ResolveSettings("10.0.0.5", "", {}, ConfigFile());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->coordinator, "10.0.0.5:7070");
+}
+
 TEST(ResolveSettingsTest, FlagThenEnvThenFileThenDefault) {
   ConfigFile file;
   file.coordinator = "file:1";

@@ -125,6 +125,25 @@ TEST(FormatTest, UnreachableMessageNamesAddressAndAdvice) {
             "NOT_FOUND: no job j-9");
 }
 
+TEST(FormatTest, UntrustedCertificateAndRefusedConnectionAreToldApart) {
+  const std::string untrusted = DescribeError(
+      absl::UnavailableError("failed to connect to all addresses; last error: "
+                             "UNKNOWN: ipv4:127.0.0.1:7070: Ssl handshake failed: "
+                             "SSL_ERROR_SSL: error:0A000086:SSL routines::certificate "
+                             "verify failed"),
+      "127.0.0.1:7070");
+  EXPECT_THAT(untrusted, HasSubstr("the coordinator at 127.0.0.1:7070 answered"));
+  EXPECT_THAT(untrusted, HasSubstr("--ca-cert"));
+  EXPECT_THAT(untrusted, Not(HasSubstr("is trainctl-coordinator running")));
+  const std::string refused = DescribeError(
+      absl::UnavailableError("failed to connect to all addresses; last error: "
+                             "UNKNOWN: ipv4:127.0.0.1:7999: Failed to connect to "
+                             "remote host: Connection refused"),
+      "127.0.0.1:7999");
+  EXPECT_THAT(refused, HasSubstr("nothing listens there (connection refused)"));
+  EXPECT_LT(refused.size(), 250u);  // one readable line, not four guesses
+}
+
 TEST(FormatTest, TruncateAndTable) {
   EXPECT_EQ(Truncate("short", 10), "short");
   EXPECT_EQ(Truncate("0123456789abc", 10), "0123456...");
@@ -290,7 +309,7 @@ TEST(CliTest, UsageErrorsExitTwoWithoutContactingServer) {
 TEST(CliTest, HelpShowsExamples) {
   std::string out, err;
   EXPECT_EQ(RunTrainctl({"submit", "--help"}, &out, &err), 0);
-  EXPECT_THAT(out, HasSubstr("trainctl submit examples/mnist.yaml --follow"));
+  EXPECT_THAT(out, HasSubstr("trainctl submit examples/fashion-mnist-mlp.yaml --follow"));
 }
 
 TEST(RecentJobsTest, HidesOnlyFinalJobsThatEndedBeforeTheWindow) {

@@ -116,10 +116,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "training.epochs: must be in [1, 100000], got 0"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "training: {bach_size: 3}",
-                "training.bach_size: unknown field"},
+                "training.bach_size: unknown field; did you mean batch_size?"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "training: {epochz: 3}",
+                "training.epochz: unknown field; did you mean epochs?"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "learning_rate: 3",
-                "learning_rate: unknown field"},
+                "learning_rate: unknown field"},  // nothing near it at the top
         BadCase{"ranks: 3\nmodel: mlp\ndata: {train_images: a, "
                 "train_labels: b}\ntraining: {batch_size: 64}",
                 "training.batch_size: 64 does not divide evenly over 3 ranks"},
@@ -187,6 +190,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "transforms: {random_crop: {padding: 4, fill: 1}}}",
                 "data.transforms.random_crop.fill: unknown field"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {resize: [32]}}",
+                "data.transforms.resize: must be [height, width]"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
+                "transforms: {resize: [32, 0]}}",
+                "data.transforms.resize[1]: must be an integer in [1, 65536]"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b, "
                 "transforms: {vertical_flip: true}}",
                 "data.transforms.vertical_flip: unknown field"},
         BadCase{"model: gpt\ndata: {format: tokens, train_path: t.bin, "
@@ -218,7 +227,8 @@ TEST(SpecTest, ImageTransformsAreReadInFull) {
       "  transforms:\n"
       "    normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}\n"
       "    random_crop: {size: [24, 28], padding: 4}\n"
-      "    horizontal_flip: true\n");
+      "    horizontal_flip: true\n"
+      "    resize: [32, 30]\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::ImageTransformsSpec& t = spec->data().transforms();
   ASSERT_EQ(t.normalize().mean_size(), 3);
@@ -230,6 +240,9 @@ TEST(SpecTest, ImageTransformsAreReadInFull) {
   EXPECT_EQ(t.random_crop().size(1), 28);
   EXPECT_EQ(t.random_crop().padding(), 4);
   EXPECT_TRUE(t.horizontal_flip());
+  ASSERT_EQ(t.resize_size(), 2);
+  EXPECT_EQ(t.resize(0), 32);
+  EXPECT_EQ(t.resize(1), 30);
   // The JSON form (dry run, `trainctl status -o json`) parses to the same.
   absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
   ASSERT_TRUE(again.ok()) << again.status();
@@ -248,6 +261,9 @@ TEST(SpecTest, ImageTransformsAreReadInFull) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->data().transforms().has_random_crop());
   EXPECT_EQ(spec->data().transforms().random_crop().size_size(), 0);
+  again = ParseJobSpec(JobSpecToJson(*spec));  // "size": [] is no size
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
   spec = ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b}");
   ASSERT_TRUE(spec.ok());
   EXPECT_FALSE(spec->data().transforms().has_random_crop());
