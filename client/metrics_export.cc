@@ -64,6 +64,24 @@ std::string MetricCsvRow(const MetricRow& row,
   return out;
 }
 
+std::string MetricsLongCsvHeader() {
+  return "seq,time_unix_ms,kind,step,epoch,rank,metric,value\n";
+}
+
+std::string MetricLongCsvRows(const MetricRow& row) {
+  const v1::MetricPoint& p = row.point;
+  const std::string prefix = absl::StrCat(row.seq, ",", row.time_unix_ms, ",",
+                                          CsvCell(p.kind()), ",", p.step(), ",",
+                                          p.epoch(), ",", p.rank(), ",");
+  // The proto map has no order; rows follow the keys' order.
+  std::map<std::string, double> sorted(p.values().begin(), p.values().end());
+  std::string out;
+  for (const auto& [key, value] : sorted) {
+    absl::StrAppend(&out, prefix, CsvCell(key), ",", ShortestDouble(value), "\n");
+  }
+  return out;
+}
+
 std::string RenderMetricsCsv(const std::vector<MetricRow>& rows) {
   const std::vector<std::string> columns = MetricValueColumns(rows);
   std::string out = MetricsCsvHeader(columns);

@@ -39,6 +39,13 @@ std::string RenderMetricsCsv(const std::vector<MetricRow>& rows);
 std::vector<std::string> MetricKeysNotIn(
     const MetricRow& row, const std::vector<std::string>& value_columns);
 
+// The long ("tidy") CSV: one row per value, so the columns never depend on
+// which keys the job reports, and a follower started before the first
+// point prints every key. Header "seq,time_unix_ms,kind,step,epoch,rank,
+// metric,value\n"; a point's rows in key order.
+std::string MetricsLongCsvHeader();
+std::string MetricLongCsvRows(const MetricRow& row);
+
 // One JSON object (no newline): {"seq":12,"time_unix_ms":..,"kind":"train",
 // "step":40,"epoch":0,"rank":0,"values":{"loss":0.43,...}} with values
 // sorted by key, numbers as JSON numbers, non-finite values as null.

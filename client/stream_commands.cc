@@ -141,7 +141,27 @@ int CmdLogs(Env& env, const StreamArgs& args) {
 }
 
 int CmdMetrics(Env& env, const StreamArgs& args) {
-  const bool csv = args.format.empty() ? !env.json : args.format == "csv";
+  // Following, the keys to come are unknown: the long form has a column
+  // per field, not per key, so it is the default there.
+  const std::string format =
+      !args.format.empty() ? args.format : env.json ? "jsonl" : args.follow ? "long" : "csv";
+  if (format == "long") {
+    // After the job is found (an unknown one prints only the error).
+    bool header_done = false;
+    auto header = [&] {
+      if (!header_done) env.out << MetricsLongCsvHeader();
+      header_done = true;
+      env.out.flush();
+    };
+    auto on_event = [&](const v1::JobEvent& event) {
+      if (!event.has_metric()) return;
+      header();
+      env.out << MetricLongCsvRows(MetricRowFromEvent(event));
+      env.out.flush();
+    };
+    return ReadEvents(env, args.job_id, args.from_seq, args.follow, on_event, header);
+  }
+  const bool csv = format == "csv";
   // CSV needs its columns before the first row: rows of the history are
   // held until it has been read, then printed under the union of their
   // keys. Later rows (-f) are printed under that header.
@@ -159,7 +179,7 @@ int CmdMetrics(Env& env, const StreamArgs& args) {
         env.err << "trainctl: metric '" << key << "' (first in a " 
                 << row.point.kind() << " row at seq " << row.seq
                 << ") is not in the CSV header; it is left out. Use "
-                   "--format jsonl to follow every key.\n";
+                   "--format long or jsonl to follow every key.\n";
       }
     }
     env.out << MetricCsvRow(row, columns);
@@ -284,9 +304,10 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
   c.metrics = app.add_subcommand("metrics", "Print a job's metrics history");
   c.metrics->add_option("JOB", args.job_id, "Job id")->required();
   c.metrics->add_option("--format", args.format,
-                        "csv or jsonl (default: csv, jsonl with --output "
-                        "json)")
-      ->check(CLI::IsMember({"csv", "jsonl"}));
+                        "csv (a column per key), long (a row per value) or "
+                        "jsonl (default: csv, long with -f, jsonl with "
+                        "--output json)")
+      ->check(CLI::IsMember({"csv", "long", "jsonl"}));
   c.metrics->add_flag("-f,--follow", args.follow,
                       "Keep printing new points until the job ends");
   c.metrics->add_option("--from-seq", args.from_seq,
@@ -295,6 +316,7 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
       ->check(CLI::PositiveNumber);
   c.metrics->footer(
       "\nExamples:\n  trainctl metrics job-3 > job-3.csv\n"
+      "  trainctl metrics job-3 -f | grep ',loss,'\n"
       "  trainctl metrics job-3 --format jsonl -f\n"
       "  trainctl metrics job-3 --format jsonl --from-seq 120");
 

@@ -17,6 +17,7 @@ namespace trainctl::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using std::chrono::seconds;
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -126,6 +127,23 @@ TEST_F(CliObserveTest, LogsMetricsAndPlotOfAFinishedJob) {
     if (row.find(",train,") != std::string::npos) ++train_rows;
   }
   EXPECT_EQ(train_rows, train);
+
+  // metrics -f (the natural follow): the long form, one row per value, so
+  // every key is there whatever the history held when it started.
+  CliResult follow = cluster_->Cli({"metrics", id, "-f"});
+  ASSERT_EQ(follow.exit_code, 0) << follow.output;
+  std::vector<std::string> long_rows = Lines(follow.output);
+  ASSERT_FALSE(long_rows.empty());
+  EXPECT_EQ(long_rows[0], "seq,time_unix_ms,kind,step,epoch,rank,metric,value");
+  int loss_rows = 0, accuracy_rows = 0;
+  for (const std::string& row : long_rows) {
+    loss_rows += row.find(",train,") != std::string::npos &&
+                 row.find(",loss,") != std::string::npos;
+    accuracy_rows += row.find(",eval_accuracy,") != std::string::npos;
+  }
+  EXPECT_EQ(loss_rows, train);
+  EXPECT_GE(accuracy_rows, 1);
+  EXPECT_THAT(follow.output, Not(HasSubstr("is not in the CSV header")));
 
   // metrics --format jsonl --from-seq N resumes at N: exactly the metric
   // events with seq >= N, the first being N.

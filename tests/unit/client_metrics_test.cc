@@ -61,6 +61,27 @@ TEST(MetricsCsvTest, QuotesCellsAndWritesNonFiniteValues) {
   EXPECT_EQ(MetricCsvRow(row, {"loss", "x"}), "1,1001,train,1,1,0,nan,inf\n");
 }
 
+TEST(MetricsLongCsvTest, OneRowPerValueInKeyOrder) {
+  v1::JobEvent event;
+  event.set_seq(7);
+  event.set_time_unix_ms(1000);
+  v1::MetricPoint* p = event.mutable_metric();
+  p->set_kind("train");
+  p->set_step(40);
+  p->set_epoch(1);
+  (*p->mutable_values())["lr"] = 0.002;
+  (*p->mutable_values())["loss"] = 0.5;
+  (*p->mutable_values())["odd,key"] = std::nan("");
+  EXPECT_EQ(MetricsLongCsvHeader(), "seq,time_unix_ms,kind,step,epoch,rank,metric,value\n");
+  EXPECT_EQ(MetricLongCsvRows(MetricRowFromEvent(event)),
+            "7,1000,train,40,1,0,loss,0.5\n"
+            "7,1000,train,40,1,0,lr,0.002\n"
+            "7,1000,train,40,1,0,\"odd,key\",nan\n");
+  // A point without values has no rows.
+  p->clear_values();
+  EXPECT_EQ(MetricLongCsvRows(MetricRowFromEvent(event)), "");
+}
+
 TEST(MetricsJsonTest, OneObjectWithSortedValues) {
   MetricRow row = Row(3, "train", 8, {{"samples_per_sec", 5230.5},
                                       {"loss", 0.1}, {"bad", NAN}});

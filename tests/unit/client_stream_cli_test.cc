@@ -174,8 +174,11 @@ TEST_F(StreamCliTest, MetricsCsvJsonlAndFromSeq) {
   EXPECT_EQ(Run({"--output", "json", "metrics", "j-done", "--from-seq", "9"}),
             0);
   EXPECT_THAT(out_, HasSubstr("{\"seq\":9,"));
-  // Past the final event: nothing, and -f still ends (the job is final).
+  // Past the final event: nothing, and -f still ends (the job is final);
+  // following, the default is the long form.
   EXPECT_EQ(Run({"metrics", "j-done", "--from-seq", "11", "-f"}), 0);
+  EXPECT_EQ(out_, "seq,time_unix_ms,kind,step,epoch,rank,metric,value\n");
+  EXPECT_EQ(Run({"metrics", "j-done", "--from-seq", "11", "-f", "--format", "csv"}), 0);
   EXPECT_EQ(out_, "seq,time_unix_ms,kind,step,epoch,rank\n");
 }
 
@@ -194,10 +197,10 @@ TEST_F(StreamCliTest, FollowSurvivesABrokenStreamWithoutLossOrRepeats) {
   service_.live_connections = 0;
   EXPECT_EQ(Run({"metrics", "j-live", "-f"}), 0) << err_;
   EXPECT_EQ(out_,
-            "seq,time_unix_ms,kind,step,epoch,rank,eval_accuracy,loss\n"
-            "7,7000,train,8,0,0,,2.5\n"
-            "8,8000,eval,8,0,0,0.5,\n"
-            "9,9000,train,16,0,0,,1.25\n");
+            "seq,time_unix_ms,kind,step,epoch,rank,metric,value\n"
+            "7,7000,train,8,0,0,loss,2.5\n"
+            "8,8000,eval,8,0,0,eval_accuracy,0.5\n"
+            "9,9000,train,16,0,0,loss,1.25\n");
 }
 
 TEST_F(StreamCliTest, PlotWritesAnSvgWithOnePointPerStep) {
