@@ -501,9 +501,12 @@ void SpecReader::RejectUnknown() {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex key>";
     if (used_.count(key)) continue;
     // Every field of the mapping was asked for by now: a near one is
-    // what was meant.
+    // what was meant. Only for errors that will be shown, so a spec of
+    // 100k unknown keys costs no 100k searches.
     const std::string near =
-        ClosestName(key, std::vector<std::string>(used_.begin(), used_.end()));
+        errors_->size() < kMaxSpecErrors
+            ? ClosestName(key, std::vector<std::string>(used_.begin(), used_.end()))
+            : "";
     Error(Path(Abbreviated(key)),
           near.empty() ? "unknown field"
                        : absl::StrCat("unknown field; did you mean ", near, "?"));
