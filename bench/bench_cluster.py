@@ -24,6 +24,34 @@ class BenchError(Exception):
     pass
 
 
+def run_launcher(cmd, env, out_path, timeout, tag, watch=None):
+    """Runs a peer's launcher (torchrun) in its own session, output to
+    `out_path`, with BENCH_LAUNCH_NS set the moment before it starts;
+    `watch(pid)` returns a started sampler thread (with .stop and .join) or
+    None. Returns (exit code, output text); kills the whole session and
+    raises BenchError past `timeout` seconds."""
+    env = dict(env)
+    with open(out_path, "w") as out:
+        env["BENCH_LAUNCH_NS"] = str(time.time_ns())
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        sampler = watch(proc.pid) if watch else None
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise BenchError(f"{tag} did not end in {timeout:.0f} s; output in "
+                             f"{out_path}")
+        finally:
+            if sampler:
+                sampler.stop = True
+                sampler.join()
+    with open(out_path, errors="replace") as f:
+        return proc.returncode, f.read()
+
+
 class Cluster:
     """A coordinator and `ranks` single-slot workers on loopback."""
 

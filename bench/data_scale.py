@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_cluster import BenchError, Cluster, with_rank_malloc  # noqa: E402
+from bench_cluster import (BenchError, Cluster, run_launcher,  # noqa: E402
+                           with_rank_malloc)
 
 
 def parse_args():
@@ -207,11 +207,16 @@ def run_job(args, cluster, job, tag):
             rates.append(metric["values"]["samples_per_sec"])
     if first_ms is None or len(rates) < 2:
         raise BenchError(f"{tag}: no first_step event or too few train windows")
-    # Ranks of this job: the processes that grew past a standby's size.
-    peaks = sorted(sampler.peak.values(), key=lambda m: -m.get("VmRSS", 0))
-    top = peaks[0] if peaks else {}
+    return run_result((first_ms * 1_000_000 - launch_ns) / 1e9, load_ms,
+                      manifest_ms, sampler, rates)
+
+
+def run_result(first_step_s, load_ms, manifest_ms, sampler, rates):
+    """One run's figures: the largest sampled process is a rank of the job
+    (standbys and launchers stay smaller); the first rate window is warm-up."""
+    top = max(sampler.peak.values(), key=lambda m: m.get("VmRSS", 0), default={})
     return {
-        "first_step_s": (first_ms * 1_000_000 - launch_ns) / 1e9,
+        "first_step_s": first_step_s,
         "data_load_ms": load_ms,
         "manifest_ms": manifest_ms,
         "rss_mib": top.get("VmRSS", 0) / 1024,
@@ -246,43 +251,24 @@ def run_peer(args, torchrun, data_path, logdir, tag):
     if args.peer_heap_reuse:
         env = with_rank_malloc(env)
     out_path = os.path.join(logdir, tag + ".log")
-    with open(out_path, "w") as out:
-        env["BENCH_LAUNCH_NS"] = str(time.time_ns())
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-        sampler = RankSampler([proc.pid])
-        sampler.start()
-        try:
-            proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise BenchError(f"{tag}: did not end in {args.timeout:.0f} s "
-                             f"({out_path})")
-        finally:
-            sampler.stop = True
-            sampler.join()
-    with open(out_path, errors="replace") as f:
-        text = f.read()
+    samplers = []
+
+    def watch(pid):
+        samplers.append(RankSampler([pid]))
+        samplers[0].start()
+        return samplers[0]
+
+    code, text = run_launcher(cmd, env, out_path, args.timeout, tag, watch)
+    sampler = samplers[0]
     m = re.search(r"BENCH_RESULT (\{.*\})", text)
-    if proc.returncode != 0 or not m:
-        raise BenchError(f"{tag}: exited {proc.returncode}; output in {out_path}:"
+    if code != 0 or not m:
+        raise BenchError(f"{tag}: exited {code}; output in {out_path}:"
                          f"\n{text[-2000:]}")
     r = json.loads(m.group(1))
     windows = r["window_samples_per_sec"]
     if len(windows) < 2:
         raise BenchError(f"{tag}: too few windows ({out_path})")
-    top = max(sampler.peak.values(), key=lambda m: m.get("VmRSS", 0), default={})
-    return {
-        "first_step_s": r["launch_to_first_step_s"],
-        "data_load_ms": None,
-        "manifest_ms": None,
-        "rss_mib": top.get("VmRSS", 0) / 1024,
-        "anon_mib": top.get("RssAnon", 0) / 1024,
-        "file_mib": top.get("RssFile", 0) / 1024,
-        "samples_per_sec": statistics.median(windows[1:]),
-    }
+    return run_result(r["launch_to_first_step_s"], None, None, sampler, windows)
 
 
 def main():

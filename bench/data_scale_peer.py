@@ -14,9 +14,7 @@ uint16, sample i of a shard is the window [i*L, i*L + L + 1) (windows never
 cross shards, as in trainctl), a ConcatDataset joins the shards, a seeded
 DistributedSampler shuffles them and gives each rank its slice, and a
 DataLoader batches them. The network is trainctl's built-in `gpt` with the
-bench's sizes (token and learned position embeddings, pre-norm causal
-blocks with one qkv Linear, GELU MLP, final LayerNorm, untied head; see
-worker/train/models/networks.cc), trained by DDP over Gloo with
+bench's sizes (peer_gpt.py), trained by DDP over Gloo with
 AdamW(lr 5e-4, weight decay 0.01) and next-token cross-entropy, as
 data_scale.py's trainctl job is.
 
@@ -56,11 +54,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 from torch.utils.data import ConcatDataset, DataLoader, Dataset  # noqa: E402
 from torch.utils.data.distributed import DistributedSampler  # noqa: E402
+
+from peer_gpt import Gpt  # noqa: E402
 
 
 class TokenWindows(Dataset):
@@ -78,51 +77,6 @@ class TokenWindows(Dataset):
         window = torch.from_numpy(
             self.tokens[start:start + self.seq_len + 1].astype(np.int64))
         return window[:-1], window[1:]
-
-
-def attention(q, k, v):
-    if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    t = q.shape[-2]
-    scores = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
-    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-    return scores.masked_fill(mask, float("-inf")).softmax(-1) @ v
-
-
-class Block(nn.Module):
-    def __init__(self, d_model, heads, d_ff):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d_model)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
-        self.fc1 = nn.Linear(d_model, d_ff)
-        self.fc2 = nn.Linear(d_ff, d_model)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        qkv = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads)
-        q, k, v = (qkv.select(2, i).transpose(1, 2) for i in range(3))
-        y = attention(q, k, v)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab, d_model, layers, heads, d_ff, max_seq):
-        super().__init__()
-        self.token = nn.Embedding(vocab, d_model)
-        self.position = nn.Embedding(max_seq, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, heads, d_ff) for _ in range(layers))
-        self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab)
-
-    def forward(self, tokens):
-        x = self.token(tokens) + self.position(torch.arange(tokens.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
 
 
 def shard_paths(data):

@@ -32,14 +32,13 @@ import os
 import platform
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_cluster import BenchError, Cluster, with_rank_malloc
+from bench_cluster import BenchError, Cluster, run_launcher, with_rank_malloc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_STEPS = {"mlp": 600, "cnn": 200}
@@ -247,22 +246,10 @@ def run_ddp(args, model, ranks, steps, warmup, logdir, tag):
     if args.peer_heap_reuse:
         env = with_rank_malloc(env)
     out_path = os.path.join(logdir, f"{tag}.log")
-    with open(out_path, "w") as out:
-        env["BENCH_LAUNCH_NS"] = str(time.time_ns())
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
-        try:
-            proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise BenchError(f"DDP run {tag} did not end in "
-                             f"{args.timeout:.0f} s; output in {out_path}")
-    with open(out_path, errors="replace") as f:
-        text = f.read()
-    if proc.returncode != 0:
-        raise BenchError(f"`{shlex.join(cmd)}` exited {proc.returncode}; "
+    returncode, text = run_launcher(cmd, env, out_path, args.timeout,
+                                    f"DDP run {tag}")
+    if returncode != 0:
+        raise BenchError(f"`{shlex.join(cmd)}` exited {returncode}; "
                          f"output ({out_path}):\n{tail(out_path, 30)}")
     m = re.search(r"BENCH_RESULT (\{.*\})", text)
     if not m:
