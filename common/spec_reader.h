@@ -18,14 +18,14 @@ inline constexpr size_t kMaxSpecErrors = 50;
 // Any one string value (names, choices, paths: PATH_MAX is 4096).
 inline constexpr size_t kMaxSpecStringBytes = 4096;
 
-// Walks the YAML events of `text` (no tree is built) and returns the problems
-// yaml-cpp would otherwise hide or choke on, each "path: what": a key given
-// twice (yaml-cpp silently keeps the first), an empty, null or non-scalar
-// key, a string that is not UTF-8 (protobuf refuses to serialize those),
-// more than one document, nesting deeper than kMaxSpecDepth, and more than
-// kMaxSpecNodes nodes counting every alias expansion ("billion laughs").
-// The last two stop the walk at once. Throws YAML::Exception on YAML syntax
-// errors.
+// Walks the YAML events of `text` (spec_shape.cc; no tree is built) and
+// returns the problems yaml-cpp would otherwise hide or choke on, each "path:
+// what": a key given twice (yaml-cpp silently keeps the first), an empty,
+// null or non-scalar key, a string that is not UTF-8 (protobuf refuses to
+// serialize those), more than one document, nesting deeper than
+// kMaxSpecDepth, and more than kMaxSpecNodes nodes counting every alias
+// expansion ("billion laughs"). The last two stop the walk at once. Throws
+// YAML::Exception on YAML syntax errors.
 std::vector<std::string> CheckSpecShape(const std::string& text);
 
 // True when `s` is well-formed UTF-8 (no overlong forms, no surrogates);
