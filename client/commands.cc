@@ -287,6 +287,10 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
                  "(its tls/ca.crt)");
   app.add_flag("--insecure", security_flags.insecure,
                "Plaintext without a token, for a coordinator run --insecure");
+  bool wide = false;
+  app.add_flag("--wide", wide,
+               "Every metric key in event lines, status and checkpoints (by "
+               "default the ones a person reads; -o json always has all)");
 
   SubmitArgs submit_args;
   CLI::App* submit =
@@ -443,6 +447,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   RenderContext ctx;
   ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
   ctx.tz = absl::LocalTimeZone();
+  ctx.wide = wide;
   Env env{&client, out, err, settings->output == "json", ctx};
   env.terminal = &out == &std::cout && IsLiveTerminal(STDOUT_FILENO);
 

@@ -20,7 +20,8 @@ constexpr const char* kKnownMetricKeys[] = {"loss", "accuracy", "lr",
                                             "samples_per_sec"};
 
 std::string MetricLabel(const std::string& key) {
-  return key == "samples_per_sec" ? "samples/s" : key;
+  if (key == "samples_per_sec") return "samples/s";
+  return key == "tokens_per_sec" ? "tokens/s" : key;
 }
 
 }  // namespace
@@ -103,7 +104,7 @@ std::string FormatMetricValue(const std::string& key, double value) {
   if (key == "loss" || absl::EndsWith(key, "_loss") || key == "accuracy" ||
       absl::EndsWith(key, "_accuracy")) {
     number = absl::StrFormat("%.4f", value);
-  } else if (key == "samples_per_sec") {
+  } else if (key == "samples_per_sec" || key == "tokens_per_sec") {
     number = absl::StrFormat("%.1f", value);
   } else if (value == std::floor(value) && std::fabs(value) < 1e15) {
     number = absl::StrFormat("%.0f", value);  // counts: 60000, not 6e+04
@@ -113,7 +114,56 @@ std::string FormatMetricValue(const std::string& key, double value) {
   return absl::StrCat(MetricLabel(key), " ", number);
 }
 
-std::string FormatMetricValues(const v1::MetricPoint& point) {
+std::vector<std::string> MetricHeadlineKeys(const v1::MetricPoint& point) {
+  const auto& v = point.values();
+  std::vector<std::string> keys;
+  auto add = [&](const std::string& key) {
+    if (v.count(key)) keys.push_back(key);
+  };
+  if (point.kind() == "train") {
+    for (const char* key : {"loss", "lr", "samples_per_sec", "tokens_per_sec",
+                            "step_ms", "grad_norm", "loss_scale"}) {
+      add(key);
+    }
+    return keys;
+  }
+  if (point.kind() == "eval") {
+    for (const auto& [key, value] : v) {
+      const bool result = absl::EndsWith(key, "accuracy") || absl::EndsWith(key, "loss") ||
+                          absl::EndsWith(key, "perplexity") || absl::EndsWith(key, "mse");
+      if (result) keys.push_back(key);
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }
+  for (const auto& [key, value] : v) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+namespace {
+
+// "compute_ms 18.9-22.7" when the ranks' compute times differ by over 25%.
+std::string ComputeSpread(const v1::MetricPoint& point) {
+  const auto& v = point.values();
+  auto lo = v.find("compute_ms_min"), hi = v.find("compute_ms_max");
+  if (lo == v.end() || hi == v.end() || !(hi->second > 1.25 * lo->second)) return "";
+  return absl::StrFormat("compute_ms %.4g-%.4g", lo->second, hi->second);
+}
+
+}  // namespace
+
+std::string FormatMetricValues(const v1::MetricPoint& point, bool wide) {
+  if (!wide && (point.kind() == "train" || point.kind() == "eval")) {
+    std::vector<std::string> parts;
+    for (const std::string& key : MetricHeadlineKeys(point)) {
+      parts.push_back(FormatMetricValue(key, point.values().at(key)));
+    }
+    if (const std::string spread = ComputeSpread(point); !spread.empty()) {
+      parts.push_back(spread);
+    }
+    return absl::StrJoin(parts, " ");
+  }
   std::vector<std::string> parts;
   for (const char* key : kKnownMetricKeys) {
     auto it = point.values().find(key);

@@ -49,8 +49,17 @@ std::string FormatTimestamp(int64_t unix_ms, absl::TimeZone tz);
 // One metric value with a precision that suits the key ("loss 0.4321").
 std::string FormatMetricValue(const std::string& key, double value);
 // "loss 0.4321 lr 0.001 samples/s 5230.1 grad_norm 1.25": well-known keys
-// first in a fixed order, then the remaining keys sorted.
-std::string FormatMetricValues(const v1::MetricPoint& point);
+// first in a fixed order, then the remaining keys sorted. Without `wide`,
+// train and eval points show what a person reads (MetricHeadline); other
+// kinds show every key.
+std::string FormatMetricValues(const v1::MetricPoint& point, bool wide = true);
+
+// A train or eval point's readable part: train loss, lr, throughput, step
+// time and gradient norm, and the ranks' compute time as "min-max" when
+// they differ by over 25% (a slow rank; the others wait in the all-reduce,
+// so their comm time says nothing); eval its results (accuracy, loss,
+// perplexity), not its timings. Other kinds: every key.
+std::vector<std::string> MetricHeadlineKeys(const v1::MetricPoint& point);
 
 // Shortens text to at most max_chars, ending in "..." when cut; newlines
 // become spaces so table rows stay one line.

@@ -255,7 +255,7 @@ std::vector<std::string> RenderLiveView(const LiveModel& model,
     }
   }
   if (model.latest_eval) {
-    lines.push_back(absl::StrCat("eval  ", FormatMetricValues(*model.latest_eval),
+    lines.push_back(absl::StrCat("eval  ", FormatMetricValues(*model.latest_eval, false),
                                  " (step ", model.latest_eval->step(), ")"));
   }
   if (!model.last_log.empty()) lines.push_back(model.last_log);

@@ -67,7 +67,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 
 std::string MetricSummary(const v1::MetricPoint& point,
                           const RenderContext& ctx) {
-  return absl::StrCat(FormatMetricValues(point), " (step ", point.step(),
+  return absl::StrCat(FormatMetricValues(point, ctx.wide), " (step ", point.step(),
                       ", epoch ", point.epoch(), ", at ",
                       FormatClock(point.time_unix_ms(), ctx.tz), ")");
 }
@@ -295,9 +295,18 @@ std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
                                   const RenderContext& ctx) {
   std::vector<std::vector<std::string>> rows;
   for (const v1::Checkpoint& c : response.checkpoints()) {
+    // The eval results it was kept by; timings and spreads with --wide.
+    v1::MetricPoint point;
+    point.set_kind("eval");
+    point.mutable_values()->insert(c.metrics().begin(), c.metrics().end());
+    std::vector<std::string> keys = MetricHeadlineKeys(point);
+    if (ctx.wide) {
+      keys.clear();
+      for (const auto& [name, value] : c.metrics()) keys.push_back(name);
+    }
     std::vector<std::string> eval;
-    for (const auto& [name, value] : c.metrics()) {
-      eval.push_back(absl::StrFormat("%s=%.4g", name, value));
+    for (const std::string& name : keys) {
+      eval.push_back(absl::StrFormat("%s=%.4g", name, c.metrics().at(name)));
     }
     std::sort(eval.begin(), eval.end());
     rows.push_back({absl::StrCat(c.step()), absl::StrCat(c.epoch()),
@@ -339,7 +348,7 @@ std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,
       }
       std::string line = absl::StrCat(FormatClock(ms, ctx.tz), " ", kind,
                                       " step ", step, " epoch ", m.epoch());
-      const std::string values = FormatMetricValues(m);
+      const std::string values = FormatMetricValues(m, ctx.wide);
       if (!values.empty()) absl::StrAppend(&line, " ", values);
       return line;
     }

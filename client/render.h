@@ -16,6 +16,7 @@ namespace trainctl::client {
 struct RenderContext {
   int64_t now_unix_ms = 0;
   absl::TimeZone tz = absl::UTCTimeZone();
+  bool wide = false;  // --wide: every metric key, not the readable ones
 };
 
 // "120/1000", "120" when the total is unknown, "-" before the first step.

@@ -165,6 +165,54 @@ TEST(FormatTest, MetricValuesKnownKeysFirstThenSorted) {
             "loss 0.4321 lr 0.001 samples/s 5230.1 grad_norm 1.25 zeta 2");
 }
 
+// A train point as the ranks report it: the readable part by default, the
+// rest with --wide.
+TEST(FormatTest, TrainAndEvalLinesShowWhatAPersonReadsUnlessWide) {
+  v1::MetricPoint train;
+  train.set_kind("train");
+  for (const auto& [key, value] : std::map<std::string, double>{
+           {"loss", 0.5907}, {"lr", 0.002}, {"samples_per_sec", 4689.8},
+           {"step_ms", 27.29}, {"step_ms_max", 27.3}, {"step_ms_min", 27.29},
+           {"comm_ms", 4.331}, {"comm_ms_max", 5.022}, {"comm_ms_min", 3.64},
+           {"compute_ms", 22.05}, {"compute_ms_max", 22.7}, {"compute_ms_min", 21.4},
+           {"data_ms", 0.17}, {"grad_norm", 1.538}, {"slowest_rank", 1}}) {
+    (*train.mutable_values())[key] = value;
+  }
+  EXPECT_EQ(FormatMetricValues(train, /*wide=*/false),
+            "loss 0.5907 lr 0.002 samples/s 4689.8 step_ms 27.29 grad_norm 1.538");
+  EXPECT_THAT(FormatMetricValues(train, /*wide=*/true), HasSubstr("comm_ms_max 5.022"));
+  // A rank computing 40% longer than another: the spread is shown.
+  (*train.mutable_values())["compute_ms_max"] = 30.0;
+  EXPECT_EQ(FormatMetricValues(train, false),
+            "loss 0.5907 lr 0.002 samples/s 4689.8 step_ms 27.29 grad_norm 1.538 "
+            "compute_ms 21.4-30");
+  v1::MetricPoint eval;
+  eval.set_kind("eval");
+  for (const auto& [key, value] : std::map<std::string, double>{
+           {"eval_accuracy", 0.8476}, {"eval_loss", 0.4204}, {"eval_loss_max", 0.4291},
+           {"eval_ms", 1380}, {"eval_ms_max", 1434}}) {
+    (*eval.mutable_values())[key] = value;
+  }
+  EXPECT_EQ(FormatMetricValues(eval, false), "eval_accuracy 0.8476 eval_loss 0.4204");
+  // The event line follows the context's --wide.
+  v1::JobEvent event;
+  *event.mutable_metric() = train;
+  RenderContext wide = Ctx();
+  wide.wide = true;
+  EXPECT_THAT(RenderEventLine(event, 0, Ctx()), Not(HasSubstr("comm_ms")));
+  EXPECT_THAT(RenderEventLine(event, 0, wide), HasSubstr("comm_ms 4.331"));
+  // Checkpoints: the EVAL column holds results, not timings.
+  v1::ListCheckpointsResponse checkpoints;
+  v1::Checkpoint* c = checkpoints.add_checkpoints();
+  c->set_step(100);
+  c->set_path("/ckpt/job-1/step-100.ckpt");
+  c->mutable_metrics()->insert(eval.values().begin(), eval.values().end());
+  const std::string table = RenderCheckpointTable(checkpoints, Ctx());
+  EXPECT_THAT(table, HasSubstr("eval_accuracy=0.8476 eval_loss=0.4204"));
+  EXPECT_THAT(table, Not(HasSubstr("eval_ms")));
+  EXPECT_THAT(RenderCheckpointTable(checkpoints, wide), HasSubstr("eval_ms=1380"));
+}
+
 TEST(RenderTest, JobTableColumnsAndReasons) {
   v1::ListJobsResponse response;
   *response.add_jobs() = QueuedJob();
