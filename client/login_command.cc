@@ -128,8 +128,16 @@ int CmdLogin(const Settings& settings, const std::string& config_path,
   CoordinatorClient client(checked.coordinator, *security);
   absl::StatusOr<v1::ListJobsResponse> probe = client.ListJobs({});
   if (!probe.ok()) {
-    err << "trainctl login: " << DescribeError(probe.status(), client.address())
-        << "\n";
+    if (probe.status().code() == absl::StatusCode::kUnauthenticated) {
+      // The server's advice ("... and run trainctl login") is for the
+      // other commands; here it would send the user in a circle.
+      err << "trainctl login: " << client.address()
+          << " refused this token (unknown or revoked); nothing was saved. An "
+             "admin makes one with `trainctl-coordinator add-user NAME`\n";
+    } else {
+      err << "trainctl login: " << DescribeError(probe.status(), client.address())
+          << "\n";
+    }
     return ExitCodeForStatus(probe.status());
   }
   std::map<std::string, std::string> values = {

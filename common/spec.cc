@@ -179,8 +179,7 @@ void ReadOptimizer(SpecReader& top, v1::OptimizerSpec* o, Errors* errors) {
                        {"adamw", "adam", "sgd", "adafactor", "adam8bit"},
                        "optimizer"));
   const bool sgd = o->type() == "sgd";
-  o->set_lr(s.Double("lr", sgd ? 0.01 : 0.001, 0, 1e3));
-  if (o->lr() <= 0) s.Error("optimizer.lr", "must be > 0");
+  o->set_lr(s.PositiveDouble("lr", sgd ? 0.01 : 0.001, 1e3));
   o->set_weight_decay(s.Double(
       "weight_decay",
       o->type() == "adamw" || o->type() == "adam8bit" ? 0.01 : 0.0, 0, 1e3));

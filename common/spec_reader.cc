@@ -1,6 +1,7 @@
 #include "common/spec_reader.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -131,6 +132,18 @@ double SpecReader::Double(const std::string& key, double fallback, double min,
   if (value < min || value > max) {
     Error(Path(key),
           absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+    return fallback;
+  }
+  return value;
+}
+
+double SpecReader::PositiveDouble(const std::string& key, double fallback,
+                                  double max) {
+  // Finiteness from Double; the range here, so one message covers both ends.
+  const double value = Double(key, fallback, std::numeric_limits<double>::lowest(),
+                              std::numeric_limits<double>::max());
+  if (value <= 0 || value > max) {
+    Error(Path(key), absl::StrCat("must be in (0, ", max, "], got ", value));
     return fallback;
   }
   return value;

@@ -62,6 +62,8 @@ class SpecReader {
               int64_t max);
   double Double(const std::string& key, double fallback, double min,
                 double max);
+  // A number in (0, max]: zero is out of range too, and the error says so.
+  double PositiveDouble(const std::string& key, double fallback, double max);
   bool Bool(const std::string& key, bool fallback);
   // A list of 1..max_items integers, each in [min, max].
   std::vector<int64_t> IntList(const std::string& key,

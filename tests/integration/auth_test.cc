@@ -240,6 +240,9 @@ TEST_F(AuthTest, LoginSavesTheTokenPrivatelyAndLaterCommandsUseIt) {
                                   "tcu_forged", "login"};
   Process b(bad, other_home + ".out");
   EXPECT_EQ(b.Wait(seconds(60)), 5) << Slurp(other_home + ".out");
+  EXPECT_THAT(Slurp(other_home + ".out"), HasSubstr("refused this token (unknown or "
+                                                    "revoked); nothing was saved"));
+  EXPECT_THAT(Slurp(other_home + ".out"), Not(HasSubstr("run `trainctl login`")));
   EXPECT_NE(stat((other_home + "/.config/trainctl/config.yaml").c_str(), &st), 0);
   cluster_->Cli({"cancel", mine.id()});
 }

@@ -107,7 +107,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "together"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "optimizer: {lr: -1}",
-                "optimizer.lr: must be in [0, 1000], got -1"},
+                "optimizer.lr: must be in (0, 1000], got -1"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "optimizer: {lr: 0}",
+                "optimizer.lr: must be in (0, 1000], got 0"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "optimizer: {lr: 5000}",
+                "optimizer.lr: must be in (0, 1000], got 5000"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "optimizer: {lr: fast}",
                 "optimizer.lr: must be a finite number, got 'fast'"},
