@@ -13,6 +13,9 @@ namespace {
 // How long one wait for new events lasts before the handler re-checks
 // whether the client left or the server is stopping.
 constexpr int64_t kWatchPollMs = 500;
+// Events copied out of the hub per wait: a watcher replaying a long job
+// holds the hub's lock for one batch at a time.
+constexpr size_t kWatchBatch = 1000;
 constexpr int kMaxWatchersPerClient = 64;
 constexpr size_t kMaxCancelReasonBytes = 1024;
 
@@ -177,7 +180,8 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
     }
     bool closed = false;
     std::vector<v1::JobEvent> batch =
-        events_.WaitForEvents(req->job_id(), next, kWatchPollMs, &closed);
+        events_.WaitForEvents(req->job_id(), next, kWatchPollMs, &closed,
+                              kWatchBatch);
     for (const v1::JobEvent& event : batch) {
       if (!writer->Write(event)) return grpc::Status::OK;  // client left
       next = event.seq() + 1;

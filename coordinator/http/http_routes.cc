@@ -252,11 +252,8 @@ HttpResponse HttpRoutes::Events(const std::string& job_id,
   limit = std::min(limit, kMaxEventsPerResponse);
   bool closed = false;
   std::vector<v1::JobEvent> events =
-      events_.WaitForEvents(job_id, from_seq, 0, &closed);
-  if (static_cast<int64_t>(events.size()) > limit) {
-    events.resize(limit);
-    closed = false;  // more to fetch
-  }
+      events_.WaitForEvents(job_id, from_seq, 0, &closed,
+                            static_cast<size_t>(limit));
   return Json(200, EventsJson(events, from_seq + events.size(), closed));
 }
 
