@@ -124,10 +124,14 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
   } else if (point.kind() == "train") {
     *job.mutable_latest_train() = point;
   }
-  MarkDirtyLocked(job.id());
+  // The job is not marked dirty: its latest points and total steps are
+  // rebuilt from the metric events at Recover, and writing the whole job
+  // per point was most of the coordinator's work with many ranks.
   if (WithinBudgetLocked(job, point.rank(), /*log_bytes=*/-1)) {
     v1::JobEvent event;
     event.set_time_unix_ms(point.time_unix_ms());
+    event.set_generation(metrics.generation());
+    event.set_report_seq(metrics.seq());
     *event.mutable_metric() = point;
     RecordEventLocked(job.id(), std::move(event));
   }
@@ -162,6 +166,8 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   }
   v1::JobEvent event;
   event.set_time_unix_ms(log.line().time_unix_ms());
+  event.set_generation(log.generation());
+  event.set_report_seq(log.seq());
   *event.mutable_log() = log.line();
   // Shown in terminals and logs: an ESC sequence or a newline in a rank's
   // output must print as what it is, not act (a forged log line, a retitled
@@ -235,9 +241,9 @@ bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,
   }
   v1::RankInfo* info = job.mutable_ranks(rank);
   if (seq <= info->last_report_seq()) return false;
-  // Saved with the event it admits, in the same group write.
+  // Not a reason to write the job: the event it admits carries the seq,
+  // and Recover rebuilds the cursor from the events (RebuildReportStateLocked).
   info->set_last_report_seq(seq);
-  MarkDirtyLocked(job.id());
   return true;
 }
 

@@ -12,6 +12,37 @@
 
 namespace trainctl::coordinator {
 
+namespace {
+
+// What admitting a rank's report changes in its job is not written with
+// the job (OnRankMetrics): the events have it. Takes the newest of each.
+void RebuildReportState(const std::vector<v1::JobEvent>& events, v1::Job& job) {
+  for (const v1::JobEvent& e : events) {
+    const int rank = e.has_metric() ? e.metric().rank()
+                     : e.has_log()  ? e.log().rank()
+                                    : -1;
+    if (e.report_seq() > 0 && e.generation() == job.generation() &&
+        rank >= 0 && rank < job.ranks_size() &&
+        e.report_seq() > job.ranks(rank).last_report_seq()) {
+      job.mutable_ranks(rank)->set_last_report_seq(e.report_seq());
+    }
+    if (!e.has_metric()) continue;
+    const v1::MetricPoint& point = e.metric();
+    if (point.kind() == "train") {
+      *job.mutable_latest_train() = point;
+    } else if (point.kind() == "eval") {
+      *job.mutable_latest_eval() = point;
+    } else if (point.kind() == "plan") {
+      auto it = point.values().find("total_steps");
+      if (it != point.values().end()) {
+        job.set_total_steps(static_cast<int64_t>(it->second));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status JobManager::Recover() {
   ASSIGN_OR_RETURN(StoredState state, store_.LoadAll());
   Outbox outbox;  // stays empty: no agent is connected yet
@@ -33,6 +64,7 @@ absl::Status JobManager::Recover() {
         if (e.has_log()) budget.log_bytes += e.log().text().size();
         if (e.has_metric()) ++budget.metric_points;
       }
+      RebuildReportState(stored.events, stored.job);
       RETURN_IF_ERROR(events_.Restore(id, std::move(stored.events), is_final));
       const v1::JobState job_state = stored.job.state();
       jobs_[id] = std::move(stored.job);

@@ -283,6 +283,12 @@ TEST_F(JobManagerFaultsTest, ReconnectingAgentReadoptsRanksAfterRecover) {
     m.mutable_point()->set_step(seq);
     ASSERT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
   }
+  v1::RankLog line;  // a log line shares the rank's numbering
+  line.set_job_id(job.id());
+  line.set_generation(1);
+  line.set_seq(3);
+  line.mutable_line()->set_text("step 2");
+  ASSERT_TRUE(jobs_.OnRankLog("w1", line).ok());
   int train_events = 0;
   for (const auto& e : Events(job.id())) train_events += e.has_metric();
   EXPECT_EQ(train_events, 2);
@@ -310,9 +316,12 @@ TEST_F(JobManagerFaultsTest, ReconnectingAgentReadoptsRanksAfterRecover) {
   ASSERT_TRUE(link->sent[0].has_registered());
   ASSERT_EQ(link->sent[0].registered().cursors_size(), 1);
   EXPECT_EQ(link->sent[0].registered().cursors(0).job_id(), job.id());
-  EXPECT_EQ(link->sent[0].registered().cursors(0).last_seq(), 2);
+  // Rebuilt from the stored events: admitting a report does not write the
+  // job itself.
+  EXPECT_EQ(link->sent[0].registered().cursors(0).last_seq(), 3);
 
   v1::Job adopted = *restarted.Get(job.id());
+  EXPECT_EQ(adopted.latest_train().step(), 2);
   EXPECT_EQ(adopted.ranks(0).state(), v1::RANK_STATE_RUNNING);
   EXPECT_EQ(adopted.ranks(0).pid(), 4242);
   EXPECT_EQ(restarted.Get(other.id())->state(), v1::JOB_STATE_QUEUED);
