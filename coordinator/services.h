@@ -87,7 +87,10 @@ struct ClusterCa {
   std::string workers_file;  // auth/workers: names certified, and their keys
 };
 
-class WorkersService final : public v1::Workers::Service {
+// Join is synchronous; Connect runs on the callback API (agent_stream.h)
+// so that connected nodes hold no server threads.
+class WorkersService final
+    : public v1::Workers::WithCallbackMethod_Connect<v1::Workers::Service> {
  public:
   WorkersService(JobManager& jobs, const auth::Authenticator& auth,
                  ClusterCa ca)
@@ -96,10 +99,8 @@ class WorkersService final : public v1::Workers::Service {
         ca_(std::move(ca)),
         enrollment_(ca_.workers_file) {}
 
-  grpc::Status Connect(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<v1::CoordinatorMessage, v1::AgentMessage>*
-          stream) override;
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* ctx) override;
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                     v1::JoinResponse* resp) override;
 

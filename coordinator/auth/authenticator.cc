@@ -63,7 +63,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
   TokenStore& tokens_;
 };
 
-std::string FirstProperty(const grpc::ServerContext& ctx, const char* name) {
+std::string FirstProperty(const grpc::ServerContextBase& ctx, const char* name) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (auth == nullptr) return "";
   std::vector<grpc::string_ref> values = auth->FindPropertyValues(name);
@@ -84,7 +84,7 @@ std::shared_ptr<grpc::AuthMetadataProcessor> Authenticator::MetadataProcessor() 
 }
 
 absl::StatusOr<Caller> Authenticator::Person(
-    const grpc::ServerContext& ctx) const {
+    const grpc::ServerContextBase& ctx) const {
   if (insecure()) return Caller::Unauthenticated();
   const auto& metadata = ctx.client_metadata();
   auto it = metadata.find("authorization");
@@ -99,7 +99,7 @@ absl::StatusOr<Caller> Authenticator::Person(
 }
 
 absl::StatusOr<std::string> Authenticator::WorkerIdentity(
-    const grpc::ServerContext& ctx) const {
+    const grpc::ServerContextBase& ctx) const {
   if (insecure()) return std::string();
   std::string name = FirstProperty(ctx, "x509_common_name");
   if (name.empty()) {
@@ -129,7 +129,7 @@ std::string Authenticator::RendezvousKey(const std::string& job_id,
                             absl::StrCat(job_id, "/", generation));
 }
 
-absl::Status Authenticator::CheckRendezvous(const grpc::ServerContext& ctx,
+absl::Status Authenticator::CheckRendezvous(const grpc::ServerContextBase& ctx,
                                             const std::string& job_id,
                                             int generation) const {
   const auto& metadata = ctx.client_metadata();

@@ -37,16 +37,16 @@ class Authenticator {
 
   // The person calling. UNAUTHENTICATED without a token; PERMISSION_DENIED
   // for a join token.
-  absl::StatusOr<Caller> Person(const grpc::ServerContext& ctx) const;
+  absl::StatusOr<Caller> Person(const grpc::ServerContextBase& ctx) const;
   // The name in the caller's verified client certificate; "" when insecure
   // (any name goes). UNAUTHENTICATED without a certificate.
-  absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContext& ctx) const;
+  absl::StatusOr<std::string> WorkerIdentity(const grpc::ServerContextBase& ctx) const;
   // OK for a join token (the Join RPC carries it in its request).
   absl::Status CheckJoinToken(absl::string_view token) const;
 
   // The key the ranks of (job, generation) present, and its check.
   std::string RendezvousKey(const std::string& job_id, int generation) const;
-  absl::Status CheckRendezvous(const grpc::ServerContext& ctx,
+  absl::Status CheckRendezvous(const grpc::ServerContextBase& ctx,
                                const std::string& job_id, int generation) const;
 
   // For the HTTP port: "Bearer TOKEN" -> person (admin when insecure).
