@@ -22,7 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/control_plane/coordinator_process.h"
 #include "bench/control_plane/sim_agent.h"
-#include "bench/control_plane/sim_users.h"
+#include "bench/control_plane/users_process.h"
 #include "common/pki.h"
 #include "trainctl/v1/jobs.grpc.pb.h"
 #include "trainctl/v1/workers.grpc.pb.h"
@@ -136,6 +136,9 @@ const char* Verdict(bool met) { return met ? "met" : "NOT MET"; }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--users-process") {
+    return tb::RunUsersProcess(argv[2]);
+  }
   Options o;
   CLI::App app{"bench_control_plane: one coordinator against N simulated "
                "agents and M watchers (see docs/performance.md)"};
@@ -168,13 +171,13 @@ int main(int argc, char** argv) {
   tb::CoordinatorProcess coordinator(o.bin_dir + "/trainctl-coordinator",
                                      o.workdir + "/state", {});
   std::filesystem::create_directories(o.workdir + "/state");
-  std::vector<std::string> users;
+  std::vector<std::string> user_names;
   for (int i = 0; i * 50 < std::max(1, o.watchers); ++i) {
-    users.push_back(absl::StrCat("watcher-", i));  // 64 watches per user
+    user_names.push_back(absl::StrCat("watcher-", i));  // 64 watches per user
   }
-  users.push_back("submitter");
+  user_names.push_back("submitter");
   std::vector<std::string> tokens;
-  if (absl::Status s = coordinator.Init(users, &tokens); !s.ok()) {
+  if (absl::Status s = coordinator.Init(user_names, &tokens); !s.ok()) {
     fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
@@ -200,13 +203,31 @@ int main(int argc, char** argv) {
   printf("setup: %d agents joined in %.1f s\n", o.agents,
          (tb::SteadyMicros() - t0) / 1e6);
 
-  std::unique_ptr<tb::JobSubmitter> submitter;
+  tb::UsersConfig users_config;
+  users_config.address = address;
+  users_config.ca_pem_file = o.workdir + "/state/tls/ca.crt";
+  users_config.submitter_token = tokens.back();
+  users_config.watcher_tokens.assign(tokens.begin(), tokens.end() - 1);
+  users_config.jobs = o.jobs;
+  users_config.ranks_per_job = o.ranks_per_job;
+  users_config.watchers = o.watchers;
+  const std::string users_file = o.workdir + "/users.conf";
+  if (absl::Status s = tb::WriteUsersConfig(users_config, users_file); !s.ok()) {
+    fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  tb::UsersProcess users;
+  // A job is done once all its ranks have exited: the users process then
+  // submits the next one.
+  std::mutex exits_mu;
+  std::map<std::string, int> exits;
   tb::SimEvents events;
-  events.rank_exited = [&submitter](const std::string& job, int world) {
-    submitter->RankExited(job, world);
+  events.rank_exited = [&](const std::string& job, int world) {
+    std::lock_guard<std::mutex> lock(exits_mu);
+    if (++exits[job] < world) return;
+    exits.erase(job);
+    users.Send("done " + job);
   };
-  submitter = std::make_unique<tb::JobSubmitter>(
-      UserChannel(address, ca, tokens.back()), o.jobs, o.ranks_per_job);
 
   std::vector<std::unique_ptr<tb::SimAgent>> agents;
   for (int i = 0; i < o.agents; ++i) {
@@ -248,7 +269,10 @@ int main(int argc, char** argv) {
 
   // Fill the cluster, then watch it.
   t0 = tb::SteadyMicros();
-  submitter->Start();
+  if (absl::Status s = users.Start(users_file); !s.ok()) {
+    fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   auto admin = v1::Jobs::NewStub(UserChannel(address, ca, tokens.back()));
   auto running_ranks = [&] {
     int n = 0;
@@ -260,27 +284,20 @@ int main(int argc, char** argv) {
             running_ranks(), o.jobs * o.ranks_per_job);
     return 1;
   }
-  const double fill_p99 = submitter->latency().Percentile(99);
+  const double fill_s = (tb::SteadyMicros() - t0) / 1e6;
+  std::map<std::string, double> fill = users.Report();
   printf("setup: %d jobs submitted and all %d ranks running in %.1f s "
          "(SubmitJob p99 %.1f ms during the fill)\n",
-         o.jobs, o.jobs * o.ranks_per_job, (tb::SteadyMicros() - t0) / 1e6,
-         fill_p99);
-  submitter->latency().Clear();
-  std::vector<std::shared_ptr<grpc::Channel>> watch_channels;
-  for (int i = 0; i < o.watchers; ++i) {
-    watch_channels.push_back(UserChannel(address, ca, tokens[i / 50]));
-  }
-  tb::Watchers watchers(watch_channels, submitter.get());
-  watchers.Start();
+         o.jobs, o.jobs * o.ranks_per_job, fill_s, fill["submit_p99"]);
+  users.Send("watch 1");
   std::this_thread::sleep_for(std::chrono::seconds(3));  // watches open
 
   // The measured window.
   const tb::ProcessSample c0 = tb::SampleProcess(coordinator.pid());
   const tb::ProcessSample s0 = tb::SampleSelf();
-  const int64_t submitted0 = submitter->submitted();
-  const int64_t events0 = watchers.events();
+  const tb::ProcessSample u0 = tb::SampleProcess(users.pid());
+  users.Send("record 1");
   t0 = tb::SteadyMicros();
-  watchers.Record(true);
   int64_t max_rss = 0, max_threads = 0;
   while (tb::SteadyMicros() - t0 < int64_t{o.window_seconds} * 1'000'000) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -288,16 +305,17 @@ int main(int argc, char** argv) {
     max_rss = std::max(max_rss, c.rss_kib);
     max_threads = std::max<int64_t>(max_threads, c.threads);
   }
-  watchers.Record(false);
+  users.Send("record 0");
   const double wall = (tb::SteadyMicros() - t0) / 1e6;
   const tb::ProcessSample c1 = tb::SampleProcess(coordinator.pid());
   const tb::ProcessSample s1 = tb::SampleSelf();
+  const tb::ProcessSample u1 = tb::SampleProcess(users.pid());
+  std::map<std::string, double> r = users.Report();
   const double coordinator_cores = (c1.cpu_seconds - c0.cpu_seconds) / wall;
-  const double sim_cores = (s1.cpu_seconds - s0.cpu_seconds) / wall;
-  const double submit_p50 = submitter->latency().Percentile(50);
-  const double submit_p99 = submitter->latency().Percentile(99);
-  const double deliver_p50 = watchers.delivery().Percentile(50);
-  const double deliver_p99 = watchers.delivery().Percentile(99);
+  const double agent_cores = (s1.cpu_seconds - s0.cpu_seconds) / wall;
+  const double user_cores = (u1.cpu_seconds - u0.cpu_seconds) / wall;
+  const double submit_p99 = r["submit_p99"];
+  const double deliver_p99 = r["deliver_p99"];
   const double reports_per_s = 2.0 * o.jobs * o.ranks_per_job;
 
   printf("\nsteady state over %.0f s (%.0f rank reports/s, %d heartbeats/s "
@@ -306,24 +324,20 @@ int main(int argc, char** argv) {
          coordinator_cores, static_cast<long long>(c1.rss_kib / 1024),
          static_cast<long long>(max_rss / 1024),
          static_cast<long long>(max_threads));
-  printf("  simulator    %.2f cores   (agents, watchers and submitter share "
-         "the machine)\n", sim_cores);
-  printf("  SubmitJob    p50 %.1f ms  p99 %.1f ms  (%lld submitted, %lld refused)\n",
-         submit_p50, submit_p99,
-         static_cast<long long>(submitter->submitted() - submitted0),
-         static_cast<long long>(submitter->refused()));
-  printf("  delivery     p50 %.1f ms  p99 %.1f ms  (%zu reports timed, %lld "
-         "events seen, %lld watches failed)\n",
-         deliver_p50, deliver_p99, watchers.delivery().count(),
-         static_cast<long long>(watchers.events() - events0),
-         static_cast<long long>(watchers.failed_watches()));
+  printf("  simulator    %.2f cores for the agents, %.2f for submitter and "
+         "watchers (same machine)\n", agent_cores, user_cores);
+  printf("  SubmitJob    p50 %.1f ms  p99 %.1f ms  (%.0f timed, %.0f refused)\n",
+         r["submit_p50"], submit_p99, r["submit_count"], r["refused"]);
+  printf("  delivery     p50 %.1f ms  p99 %.1f ms  (%.0f reports timed, %.0f "
+         "events seen, %.0f watches failed)\n",
+         r["deliver_p50"], deliver_p99, r["timed"], r["events"], r["failed"]);
   fflush(stdout);
 
   double reattach_s = -1;
   int restarted = -1, checked = 0;
   if (o.restart) {
-    watchers.Stop();
-    submitter->Pause(true);
+    users.Send("watch 0");
+    users.Send("pause 1");
     exits_allowed = false;  // no job may end while the restart is measured
     std::this_thread::sleep_for(std::chrono::seconds(2));
     std::map<std::string, int> generation;
@@ -383,8 +397,7 @@ int main(int argc, char** argv) {
   }
   fflush(stdout);
 
-  watchers.Stop();
-  submitter->Stop();
+  users.Stop();
   ticking = false;
   ticker.join();
   for (auto& a : agents) a->Shutdown();

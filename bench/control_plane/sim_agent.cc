@@ -104,6 +104,15 @@ class SimAgent::Stream
   std::deque<v1::AgentMessage> queue_;  // GUARDED_BY(mu_)
 };
 
+int64_t SimAgent::JobLengthUs(const std::string& job_id) const {
+  // Between half and one and a half times job_seconds, the same for every
+  // rank of the job (and so on every agent): jobs submitted together do not
+  // all end in the same second, as in a real cluster.
+  const uint64_t h = std::hash<std::string>{}(job_id) * 0x9E3779B97F4A7C15ull;
+  const double spread = 0.5 + static_cast<double>(h >> 11) / 9007199254740992.0;
+  return static_cast<int64_t>(spread * options_.job_seconds * 1e6);
+}
+
 SimAgent::SimAgent(SimAgentOptions options,
                    std::shared_ptr<grpc::Channel> channel,
                    const SimEvents* events)
@@ -176,7 +185,7 @@ void SimAgent::OnMessage(const v1::CoordinatorMessage& message) {
     case v1::CoordinatorMessage::kAssign:
       for (const v1::RankAssignment& a : message.assign().ranks()) {
         ranks_.push_back({a.job_id(), a.generation(), a.rank(), a.world_size(),
-                          0, 0, now + options_.job_seconds * 1'000'000});
+                          0, 0, now + JobLengthUs(a.job_id())});
         v1::AgentMessage started;
         v1::RankStatus* s = started.mutable_rank_status();
         s->set_job_id(a.job_id());

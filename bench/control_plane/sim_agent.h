@@ -35,7 +35,9 @@ struct SimEvents {
 struct SimAgentOptions {
   std::string name;
   int slots = 8;
-  int64_t job_seconds = 30;  // a rank exits this long after it was assigned
+  // A job's ranks exit 0.5-1.5 x this long after they were assigned (the
+  // same draw for all of them, from the job id).
+  int64_t job_seconds = 30;
   // Where in each second this agent reports, so that N agents spread their
   // reports over the second as unsynchronised nodes do.
   int64_t phase_us = 0;
@@ -67,6 +69,7 @@ class SimAgent {
     int generation = 0, rank = 0, world_size = 0;
     int64_t step = 0, seq = 0, ends_at_us = 0;
   };
+  int64_t JobLengthUs(const std::string& job_id) const;
   void OnMessage(const v1::CoordinatorMessage& message);
   void OnStreamDone(Stream* stream);
   v1::AgentMessage Registration() const;  // under mu_

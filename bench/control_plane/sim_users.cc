@@ -56,11 +56,9 @@ void JobSubmitter::Pause(bool paused) {
   changed_.notify_all();
 }
 
-void JobSubmitter::RankExited(const std::string& job_id, int world_size) {
+void JobSubmitter::JobDone(const std::string& job_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (++exits_[job_id] < world_size) return;
-    exits_.erase(job_id);
     active_.erase(std::remove(active_.begin(), active_.end(), job_id),
                   active_.end());
   }
@@ -101,7 +99,7 @@ void JobSubmitter::Run() {
       changed_.wait_for(lock, std::chrono::milliseconds(200));
       continue;
     }
-    latency_.Add(ms);
+    if (recording_) latency_.Add(ms);
     ++submitted_;
     active_.push_back(resp.job().id());
   }

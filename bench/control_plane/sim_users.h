@@ -3,7 +3,10 @@
 // The people in front of the simulated cluster: a submitter that keeps a
 // number of jobs in the cluster (submitting a new one whenever one ends)
 // and watchers that follow running jobs as `trainctl watch` / `logs -f`
-// do, measuring how long each rank report took to reach them.
+// do, measuring how long each rank report took to reach them. They run in
+// a process of their own (users_process.h): in the agents' process, whose
+// gRPC client serves 1,000 connections, a SubmitJob took 40 ms at p50
+// before it left the process, while the CLI's took 21 ms whole.
 
 #include <atomic>
 #include <condition_variable>
@@ -33,14 +36,16 @@ class JobSubmitter {
   void Stop();
   // Holds new submissions (a restart is being measured) or lets them go.
   void Pause(bool paused);
-  // A simulated rank of `job_id` exited (any thread).
-  void RankExited(const std::string& job_id, int world_size);
+  // Every rank of `job_id` has exited (told by the agents' process).
+  void JobDone(const std::string& job_id);
 
   // A job to watch, round robin over the ones not ended; "" when none.
   std::string PickJob();
   int active() const;
   int64_t submitted() const { return submitted_.load(); }
   int64_t refused() const { return refused_.load(); }
+  // SubmitJob latencies are recorded while true.
+  void Record(bool on) { recording_ = on; }
   LatencyRecorder& latency() { return latency_; }
 
  private:
@@ -52,10 +57,10 @@ class JobSubmitter {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::vector<std::string> active_;   // GUARDED_BY(mu_): submitted, not ended
-  std::map<std::string, int> exits_;  // GUARDED_BY(mu_)
   size_t next_pick_ = 0;              // GUARDED_BY(mu_)
   bool paused_ = false, stopping_ = false;  // GUARDED_BY(mu_)
   std::atomic<int64_t> submitted_{0}, refused_{0};
+  std::atomic<bool> recording_{true};
   LatencyRecorder latency_;
   std::thread thread_;
 };
