@@ -6,9 +6,6 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -167,8 +164,7 @@ absl::Status CoordinatorClient::WatchJob(
 }
 
 absl::Status CoordinatorClient::WatchJobSnapshot(
-    const std::string& job_id, int64_t from_seq, absl::Duration idle_timeout,
-    int64_t newer_than_unix_ms,
+    const std::string& job_id, int64_t from_seq,
     const std::function<void(const v1::JobEvent&)>& on_event) {
   if (absl::Status connected = AwaitConnection(); !connected.ok()) {
     return connected;
@@ -176,67 +172,13 @@ absl::Status CoordinatorClient::WatchJobSnapshot(
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_from_seq(from_seq);
+  request.set_follow(false);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
       stub_->WatchJob(&context, request);
-
-  // A watchdog cancels the call once the stream has been quiet for
-  // idle_timeout; Read() then returns false. Before the first event it
-  // allows more: connecting and starting the replay may take longer than a
-  // pause between replayed events.
-  std::mutex mu;
-  std::condition_variable cv;
-  absl::Time quiet_until =
-      absl::Now() + std::max(idle_timeout, absl::Seconds(5));
-  bool done = false;
-  bool cut = false;  // we ended the stream ourselves
-  bool seen_event = false;
-  std::thread watchdog([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    while (!done) {
-      if (idle_timeout == absl::InfiniteDuration()) {
-        cv.wait(lock);
-        continue;
-      }
-      const absl::Time now = absl::Now();
-      if (now >= quiet_until) {
-        cut = true;
-        context.TryCancel();
-        return;
-      }
-      cv.wait_for(lock, absl::ToChronoMilliseconds(quiet_until - now) +
-                            std::chrono::milliseconds(1));
-    }
-  });
   v1::JobEvent event;
-  while (reader->Read(&event)) {
-    if (event.time_unix_ms() > newer_than_unix_ms) {
-      std::lock_guard<std::mutex> lock(mu);
-      cut = true;
-      context.TryCancel();
-      break;
-    }
-    on_event(event);
-    // Stamped after the callback, so a slow consumer is not mistaken for a
-    // quiet stream.
-    std::lock_guard<std::mutex> lock(mu);
-    quiet_until = absl::Now() + idle_timeout;
-    // The first event shortens the deadline the watchdog sleeps on (later
-    // ones only extend it, which it sees when it wakes).
-    if (!seen_event) cv.notify_all();
-    seen_event = true;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    done = true;
-  }
-  cv.notify_all();
-  watchdog.join();
-  absl::Status status = FromGrpcStatus(reader->Finish());
-  if (cut && status.code() == absl::StatusCode::kCancelled) {
-    return absl::OkStatus();
-  }
-  return status;
+  while (reader->Read(&event)) on_event(event);
+  return FromGrpcStatus(reader->Finish());
 }
 
 }  // namespace trainctl::client

@@ -55,15 +55,11 @@ class CoordinatorClient {
       const std::string& job_id, int64_t from_seq,
       const std::function<void(const v1::JobEvent&)>& on_event);
 
-  // What the job has recorded so far: like WatchJob, but also ends (OK) once
-  // the replay has caught up, i.e. when no event arrived for idle_timeout
-  // (at least 5 s before the first one; InfiniteDuration: never), or at the
-  // first event stamped after newer_than_unix_ms (that event is not passed
-  // on). The server has no "replay only" request, so this is how
-  // a non-following command knows where the history ends.
+  // What the job has recorded so far: like WatchJob, but the stream ends
+  // (OK) after the events the coordinator had published when the call
+  // arrived (WatchJobRequest.follow = false).
   absl::Status WatchJobSnapshot(
-      const std::string& job_id, int64_t from_seq, absl::Duration idle_timeout,
-      int64_t newer_than_unix_ms,
+      const std::string& job_id, int64_t from_seq,
       const std::function<void(const v1::JobEvent&)>& on_event);
 
  private:

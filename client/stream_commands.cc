@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
-#include <limits>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -20,10 +19,6 @@
 
 namespace trainctl::client {
 namespace {
-
-// Without -f the history ends where the replay goes quiet this long (the
-// server has no replay-only request; see WatchJobSnapshot).
-constexpr absl::Duration kCaughtUpAfter = absl::Seconds(1);
 
 using EventFn = std::function<void(const v1::JobEvent&)>;
 
@@ -43,13 +38,6 @@ int ReadEvents(Env& env, const std::string& job_id, int64_t from_seq,
   if (!job.ok()) return Fail(env, job.status());
   v1::JobState state = job->state();
   int64_t last_seq = std::max<int64_t>(from_seq, 1) - 1;
-  // A final job's stream ends by itself after its last event; only a live
-  // job's history needs the quiet-stream and time cuts.
-  const bool final_job = IsFinalState(state);
-  const absl::Duration idle =
-      final_job ? absl::InfiniteDuration() : kCaughtUpAfter;
-  const int64_t started_ms = final_job ? std::numeric_limits<int64_t>::max()
-                                       : absl::ToUnixMillis(absl::Now());
   // The history. With -f a broken replay is retried (from the last seq
   // seen) so that on_caught_up really comes after the whole history.
   absl::Status status;
@@ -57,8 +45,7 @@ int ReadEvents(Env& env, const std::string& job_id, int64_t from_seq,
   absl::Duration backoff = FollowOptions().initial_backoff;
   while (true) {
     status = env.client->WatchJobSnapshot(
-        job_id, last_seq + 1, idle, started_ms,
-        [&](const v1::JobEvent& event) {
+        job_id, last_seq + 1, [&](const v1::JobEvent& event) {
           if (event.seq() <= last_seq) return;
           last_seq = event.seq();
           if (event.has_transition()) state = event.transition().to();

@@ -68,6 +68,12 @@ std::vector<v1::JobEvent> EventHub::WaitForEvents(const std::string& job_id,
   return out;
 }
 
+int64_t EventHub::PublishedSeq(const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = logs_.find(job_id);
+  return it == logs_.end() ? 0 : it->second->published;
+}
+
 absl::Status EventHub::Restore(const std::string& job_id,
                               std::vector<v1::JobEvent> events, bool closed) {
   for (size_t i = 0; i < events.size(); ++i) {

@@ -49,6 +49,9 @@ class EventHub {
       const std::string& job_id, int64_t from_seq, int64_t timeout_ms,
       bool* closed, size_t max_events = std::numeric_limits<size_t>::max());
 
+  // The seq of the job's last published event; 0 for none (or no such job).
+  int64_t PublishedSeq(const std::string& job_id);
+
   // Seeds the job's history from the durable store at startup, keeping the
   // stored seq numbers, all published; `events` must be seq 1..N in order
   // (DATA_LOSS otherwise). Replaces whatever the hub held for the job.

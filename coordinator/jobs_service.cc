@@ -172,6 +172,22 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
     }
   } release{this, client};
   int64_t next = std::max<int64_t>(1, req->from_seq());
+  if (req->has_follow() && !req->follow()) {
+    // What is published now, in bounded batches, then the end.
+    const int64_t last = events_.PublishedSeq(req->job_id());
+    while (next <= last && !ctx->IsCancelled()) {
+      bool closed = false;
+      std::vector<v1::JobEvent> batch = events_.WaitForEvents(
+          req->job_id(), next, 0, &closed,
+          static_cast<size_t>(std::min<int64_t>(kWatchBatch, last - next + 1)));
+      if (batch.empty()) break;  // forgotten meanwhile
+      for (const v1::JobEvent& event : batch) {
+        if (!writer->Write(event)) return grpc::Status::OK;  // client left
+        next = event.seq() + 1;
+      }
+    }
+    return grpc::Status::OK;
+  }
   while (!ctx->IsCancelled() && !stopping_.load()) {
     // A token revoked (or a user removed) while the stream is open ends it
     // within one poll, as the next call would be refused.

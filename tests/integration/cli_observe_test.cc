@@ -197,6 +197,17 @@ TEST_F(CliObserveTest, LogsFollowSurvivesACoordinatorRestart) {
       },
       seconds(120));
   ASSERT_EQ(job.state(), v1::JOB_STATE_RUNNING) << job.reason();
+  // Without follow, a running job's history ends at what is published
+  // now: the call returns OK long before its deadline (a follow would run
+  // into it), with every seq from 1 once.
+  grpc::Status snapshot_status;
+  std::vector<v1::JobEvent> snapshot =
+      cluster_->PublishedEvents(id, seconds(60), &snapshot_status);
+  ASSERT_TRUE(snapshot_status.ok()) << snapshot_status.error_message();
+  ASSERT_FALSE(snapshot.empty());
+  for (size_t i = 0; i < snapshot.size(); ++i) {
+    ASSERT_EQ(snapshot[i].seq(), static_cast<int64_t>(i) + 1);
+  }
   // A graceful stop: after a kill -9 the coordinator may lose its last
   // 50 ms of uncommitted events and number later ones with the same seqs
   // (docs/architecture.md, "Durable state"), which no seq-based resume can

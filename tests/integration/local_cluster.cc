@@ -316,11 +316,12 @@ std::vector<v1::JobEvent> LocalCluster::EventsSoFar(
 
 std::vector<v1::JobEvent> LocalCluster::ReadEvents(
     const std::string& id, std::chrono::milliseconds wait,
-    grpc::Status* status) {
+    grpc::Status* status, bool follow) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + wait);
   v1::WatchJobRequest req;
   req.set_job_id(id);
+  if (!follow) req.set_follow(false);
   auto reader = stub_->WatchJob(&ctx, req);
   std::vector<v1::JobEvent> events;
   v1::JobEvent event;

@@ -128,12 +128,21 @@ class LocalCluster {
   std::string AddUser(const std::string& name);
   // Blocks until `count` workers are registered (bounded).
   bool WaitForWorkers(int count, std::chrono::seconds timeout);
+  // WatchJob with follow = false: what the job has published now, ended
+  // by the server (`wait` bounds a server that would follow instead).
+  std::vector<v1::JobEvent> PublishedEvents(const std::string& id,
+                                            std::chrono::milliseconds wait,
+                                            grpc::Status* status) {
+    return ReadEvents(id, wait, status, /*follow=*/false);
+  }
 
  private:
   // WatchJob from seq 1 until it ends or `wait` passes.
+  // `follow` false: only what is published now (WatchJobRequest.follow).
   std::vector<v1::JobEvent> ReadEvents(const std::string& id,
                                        std::chrono::milliseconds wait,
-                                       grpc::Status* status);
+                                       grpc::Status* status,
+                                       bool follow = true);
   // Starts the coordinator listening on `listen`; sets address_ and stub_.
   bool StartCoordinator(const std::string& listen);
 

@@ -44,6 +44,18 @@ TEST(EventHubTest, ShowsOnlyPublishedEventsInOrder) {
   EXPECT_TRUE(hub.WaitForEvents("j2", 1, 0, &closed).empty());
 }
 
+TEST(EventHubTest, PublishedSeqIsTheLastVisibleEvent) {
+  EventHub hub;
+  EXPECT_EQ(hub.PublishedSeq("j"), 0);
+  hub.Append("j", Log("a"));
+  hub.Append("j", Log("b"));
+  EXPECT_EQ(hub.PublishedSeq("j"), 0);  // not durable yet
+  hub.Publish("j", 1);
+  EXPECT_EQ(hub.PublishedSeq("j"), 1);
+  hub.Forget("j");
+  EXPECT_EQ(hub.PublishedSeq("j"), 0);
+}
+
 TEST(EventHubTest, BatchesAreBoundedAndClosedOnlyAtTheEnd) {
   EventHub hub;
   for (int i = 0; i < 5; ++i) hub.Append("j", Log("x"));
