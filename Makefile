@@ -51,6 +51,7 @@ bench: build
 	$(BUILD)/bin/bench_allreduce
 	$(BUILD)/bin/bench_step_breakdown
 	$(BUILD)/bin/bench_checkpoint_memory
+	$(BUILD)/bin/bench_control_plane --bin $(BUILD)/bin
 	/usr/bin/python3 bench/ddp_compare.py --bin $(BUILD)/bin
 
 torch2-deps: deps

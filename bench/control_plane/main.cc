@@ -34,7 +34,7 @@ namespace {
 
 struct Options {
   std::string bin_dir = "build/bin";
-  std::string workdir = "/tmp/control-plane-bench";
+  std::string workdir = "/tmp";  // a fresh directory is made inside
   int agents = 1000, slots = 8, watchers = 100, jobs = 200, ranks_per_job = 8;
   int job_seconds = 30, window_seconds = 60, join_threads = 2;
   bool restart = true;
@@ -143,7 +143,9 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_control_plane: one coordinator against N simulated "
                "agents and M watchers (see docs/performance.md)"};
   app.add_option("--bin", o.bin_dir, "directory with trainctl-coordinator");
-  app.add_option("--workdir", o.workdir, "scratch directory (emptied first)");
+  app.add_option("--workdir", o.workdir,
+                 "where the run's own scratch directory is made (and "
+                 "removed at the end)");
   app.add_option("--agents", o.agents, "simulated agents (N)");
   app.add_option("--slots", o.slots, "slots per agent");
   app.add_option("--watchers", o.watchers, "watch streams (M)");
@@ -166,8 +168,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::filesystem::remove_all(o.workdir);
-  std::filesystem::create_directories(o.workdir);
+  std::string scratch = o.workdir + "/control-plane-XXXXXX";
+  if (mkdtemp(scratch.data()) == nullptr) {
+    fprintf(stderr, "cannot make a directory in %s\n", o.workdir.c_str());
+    return 1;
+  }
+  o.workdir = scratch;
+  // Removed however main returns (the coordinator is stopped first: it is
+  // declared after this).
+  struct RemoveAtExit {
+    std::string path;
+    ~RemoveAtExit() { std::filesystem::remove_all(path); }
+  } remove_scratch{scratch};
   tb::CoordinatorProcess coordinator(o.bin_dir + "/trainctl-coordinator",
                                      o.workdir + "/state", {});
   std::filesystem::create_directories(o.workdir + "/state");
