@@ -23,6 +23,7 @@ namespace trainctl::testing {
 namespace {
 
 using std::chrono::seconds;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
@@ -80,7 +81,14 @@ TEST(FaultToleranceTest, KilledWorkerRestartsOnTwoWorkersWithExactlyOnceData) {
   EXPECT_EQ(done.world_size(), 2);
   EXPECT_EQ(done.restarts(), 1);
   ASSERT_EQ(RestartReasons(done).size(), 1u);
-  EXPECT_THAT(RestartReasons(done)[0], HasSubstr("worker w3 running rank 2 was lost"));
+  // Two signals race: w3's stream closing, and rank 0's exit when Gloo
+  // finds its peer gone (its agent reports it). Whichever the coordinator
+  // hears first ends the generation and names the cause; both are one
+  // restart (seen once in a clean-clone run, after Connect moved to the
+  // callback API).
+  EXPECT_THAT(RestartReasons(done)[0],
+              AnyOf(HasSubstr("worker w3 running rank 2 was lost"),
+                    HasSubstr("exited with code")));
   EXPECT_THAT(RestartReasons(done)[0], HasSubstr("from the checkpoint at step"));
   EXPECT_GT(done.resume_from().step(), 0);
   EXPECT_EQ(done.resume_from().world_size(), 3);
