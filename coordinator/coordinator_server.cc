@@ -163,6 +163,12 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                               : std::make_unique<InMemoryJobStore>()),
       security_(security.auth != nullptr ? std::move(security)
                                          : Security::Insecure()),
+      events_(
+          [store = store_.get()](const std::string& job_id, int64_t from_seq,
+                                 size_t max_events) {
+            return store->ReadEvents(job_id, from_seq, max_events);
+          },
+          options_.event_tail_bytes),
       jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
       jobs_service_(jobs_, events_, stopping_, *security_.auth,

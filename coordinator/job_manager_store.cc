@@ -15,28 +15,27 @@ namespace trainctl::coordinator {
 namespace {
 
 // What admitting a rank's report changes in its job is not written with
-// the job (OnRankMetrics): the events have it. Takes the newest of each.
-void RebuildReportState(const std::vector<v1::JobEvent>& events, v1::Job& job) {
-  for (const v1::JobEvent& e : events) {
-    const int rank = e.has_metric() ? e.metric().rank()
-                     : e.has_log()  ? e.log().rank()
-                                    : -1;
-    if (e.report_seq() > 0 && e.generation() == job.generation() &&
-        rank >= 0 && rank < job.ranks_size() &&
-        e.report_seq() > job.ranks(rank).last_report_seq()) {
-      job.mutable_ranks(rank)->set_last_report_seq(e.report_seq());
-    }
-    if (!e.has_metric()) continue;
-    const v1::MetricPoint& point = e.metric();
-    if (point.kind() == "train") {
-      *job.mutable_latest_train() = point;
-    } else if (point.kind() == "eval") {
-      *job.mutable_latest_eval() = point;
-    } else if (point.kind() == "plan") {
-      auto it = point.values().find("total_steps");
-      if (it != point.values().end()) {
-        job.set_total_steps(static_cast<int64_t>(it->second));
-      }
+// the job (OnRankMetrics): the events have it. Applied to each stored
+// event in seq order, it leaves the newest of each.
+void RebuildReportState(const v1::JobEvent& e, v1::Job& job) {
+  const int rank = e.has_metric() ? e.metric().rank()
+                   : e.has_log()  ? e.log().rank()
+                                  : -1;
+  if (e.report_seq() > 0 && e.generation() == job.generation() &&
+      rank >= 0 && rank < job.ranks_size() &&
+      e.report_seq() > job.ranks(rank).last_report_seq()) {
+    job.mutable_ranks(rank)->set_last_report_seq(e.report_seq());
+  }
+  if (!e.has_metric()) return;
+  const v1::MetricPoint& point = e.metric();
+  if (point.kind() == "train") {
+    *job.mutable_latest_train() = point;
+  } else if (point.kind() == "eval") {
+    *job.mutable_latest_eval() = point;
+  } else if (point.kind() == "plan") {
+    auto it = point.values().find("total_steps");
+    if (it != point.values().end()) {
+      job.set_total_steps(static_cast<int64_t>(it->second));
     }
   }
 }
@@ -44,7 +43,18 @@ void RebuildReportState(const std::vector<v1::JobEvent>& events, v1::Job& job) {
 }  // namespace
 
 absl::Status JobManager::Recover() {
-  ASSIGN_OR_RETURN(StoredState state, store_.LoadAll());
+  // Every stored event passes through here once; the hub gets only the
+  // newest of each job's (it reads older ones from the store on demand).
+  std::map<std::string, EventBudget> used;  // what each job already used
+  EventScan scan;
+  scan.keep_bytes = events_.tail_bytes();
+  scan.visit = [&used](v1::Job& job, const v1::JobEvent& e) {
+    EventBudget& budget = used[job.id()];
+    if (e.has_log()) budget.log_bytes += e.log().text().size();
+    if (e.has_metric()) ++budget.metric_points;
+    RebuildReportState(e, job);
+  };
+  ASSIGN_OR_RETURN(StoredState state, store_.Load(scan));
   Outbox outbox;  // stays empty: no agent is connected yet
   int queued = 0, interrupted = 0, finished = 0;
   size_t restarting_count = 0;
@@ -59,13 +69,9 @@ absl::Status JobManager::Recover() {
     for (StoredJob& stored : state.jobs) {
       const std::string id = stored.job.id();
       const bool is_final = IsFinal(stored.job.state());
-      EventBudget& budget = budgets_[id];  // what the job already used
-      for (const v1::JobEvent& e : stored.events) {
-        if (e.has_log()) budget.log_bytes += e.log().text().size();
-        if (e.has_metric()) ++budget.metric_points;
-      }
-      RebuildReportState(stored.events, stored.job);
-      RETURN_IF_ERROR(events_.Restore(id, std::move(stored.events), is_final));
+      budgets_[id] = used[id];
+      RETURN_IF_ERROR(events_.Restore(id, stored.last_seq,
+                                      std::move(stored.events), is_final));
       const v1::JobState job_state = stored.job.state();
       jobs_[id] = std::move(stored.job);
       order_.push_back(id);

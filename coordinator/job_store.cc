@@ -61,21 +61,53 @@ absl::Status InMemoryJobStore::Write(const JobWrite& write, Durability) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StoredState> InMemoryJobStore::LoadAll() {
+void EventScanner::Add(v1::JobEvent event) {
+  if (scan_.visit) scan_.visit(job_.job, event);
+  job_.last_seq = event.seq();
+  bytes_ += event.ByteSizeLong();
+  tail_.push_back(std::move(event));
+  while (!tail_.empty() && bytes_ > scan_.keep_bytes) {
+    bytes_ -= tail_.front().ByteSizeLong();
+    tail_.pop_front();
+  }
+}
+
+void EventScanner::Finish() {
+  job_.events.assign(std::make_move_iterator(tail_.begin()),
+                     std::make_move_iterator(tail_.end()));
+  tail_.clear();
+  bytes_ = 0;
+}
+
+absl::StatusOr<StoredState> InMemoryJobStore::Load(const EventScan& scan) {
   std::lock_guard<std::mutex> lock(mu_);
   StoredState state;
   state.next_job_number = next_job_number_;
   for (const std::string& id : order_) {
     StoredJob stored;
     stored.job = jobs_.at(id);
+    EventScanner scanner(scan, stored);
     auto it = events_.find(id);
     if (it != events_.end()) {
-      for (const auto& [seq, event] : it->second)
-        stored.events.push_back(event);
+      for (const auto& [seq, event] : it->second) scanner.Add(event);
     }
+    scanner.Finish();
     state.jobs.push_back(std::move(stored));
   }
   return state;
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> InMemoryJobStore::ReadEvents(
+    const std::string& job_id, int64_t from_seq, size_t max_events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobEvent> out;
+  auto it = events_.find(job_id);
+  if (it == events_.end()) return out;
+  for (auto e = it->second.lower_bound(from_seq);
+       e != it->second.end() && out.size() < max_events; ++e) {
+    out.push_back(e->second);
+  }
+  return out;
 }
 
 absl::Status InMemoryJobStore::PutCheckpoint(

@@ -1,7 +1,10 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -39,10 +42,22 @@ struct CheckpointRecord {
   v1::Checkpoint info;
 };
 
-// Everything a store holds about one job.
+// What a store loads of one job.
 struct StoredJob {
   v1::Job job;
-  std::vector<v1::JobEvent> events;  // in seq order, no duplicates
+  int64_t last_seq = 0;  // the seq of its newest event; 0 for none
+  // Its newest events, in seq order, ending at last_seq: all of them or as
+  // many as EventScan::keep_bytes allows.
+  std::vector<v1::JobEvent> events;
+};
+
+// How Load reads the event histories: every event passes through `visit`
+// (per job, in seq order, with the job it belongs to), and StoredJob keeps
+// only the newest ones within `keep_bytes` (serialized), so loading a long
+// history needs memory for its tail, not for all of it.
+struct EventScan {
+  size_t keep_bytes = std::numeric_limits<size_t>::max();
+  std::function<void(v1::Job& job, const v1::JobEvent& event)> visit;
 };
 
 // What a coordinator needs to resume after a restart.
@@ -77,9 +92,16 @@ class JobStore {
   // not call the store.
   virtual void WhenDurable(std::function<void()> done) = 0;
 
-  // Every job with its events, and the id counter. DATA_LOSS when a stored
-  // record cannot be read back.
-  virtual absl::StatusOr<StoredState> LoadAll() = 0;
+  // Every job with (the tail of) its events, and the id counter. DATA_LOSS
+  // when a stored record cannot be read back.
+  virtual absl::StatusOr<StoredState> Load(const EventScan& scan) = 0;
+  // Every job with all of its events.
+  absl::StatusOr<StoredState> LoadAll() { return Load(EventScan{}); }
+
+  // A job's stored events with seq >= from_seq, in seq order, at most
+  // max_events; none for a job the store does not hold.
+  virtual absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(
+      const std::string& job_id, int64_t from_seq, size_t max_events) = 0;
 
   // Checkpoint catalog, keyed by (job_id, step); Put replaces. Put:
   // FAILED_PRECONDITION for an unknown job. Delete: NOT_FOUND when absent.
@@ -105,7 +127,10 @@ class InMemoryJobStore : public JobStore {
   absl::Status Write(const JobWrite& write, Durability durability) override;
   absl::Status Flush() override { return absl::OkStatus(); }
   void WhenDurable(std::function<void()> done) override { done(); }
-  absl::StatusOr<StoredState> LoadAll() override;
+  absl::StatusOr<StoredState> Load(const EventScan& scan) override;
+  absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(
+      const std::string& job_id, int64_t from_seq,
+      size_t max_events) override;
   absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
       const std::string& job_id) override;
@@ -122,6 +147,22 @@ class InMemoryJobStore : public JobStore {
   std::map<std::pair<std::string, int64_t>, CheckpointRecord>
       checkpoints_;              // GUARDED_BY(mu_)
   int64_t next_job_number_ = 1;  // GUARDED_BY(mu_)
+};
+
+// Runs a job's events through an EventScan as a store loads them: visits
+// each, keeps the newest within the scan's byte budget. Shared by stores.
+class EventScanner {
+ public:
+  EventScanner(const EventScan& scan, StoredJob& job) : scan_(scan), job_(job) {}
+  void Add(v1::JobEvent event);
+  // Moves the kept tail into the job.
+  void Finish();
+
+ private:
+  const EventScan& scan_;
+  StoredJob& job_;
+  std::deque<v1::JobEvent> tail_;
+  size_t bytes_ = 0;
 };
 
 // INVALID_ARGUMENT naming the first malformed record of the write (a job

@@ -177,11 +177,12 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
     const int64_t last = events_.PublishedSeq(req->job_id());
     while (next <= last && !ctx->IsCancelled()) {
       bool closed = false;
-      std::vector<v1::JobEvent> batch = events_.WaitForEvents(
+      absl::StatusOr<std::vector<v1::JobEvent>> batch = events_.WaitForEvents(
           req->job_id(), next, 0, &closed,
           static_cast<size_t>(std::min<int64_t>(kWatchBatch, last - next + 1)));
-      if (batch.empty()) break;  // forgotten meanwhile
-      for (const v1::JobEvent& event : batch) {
+      if (!batch.ok()) return ToGrpcStatus(batch.status());
+      if (batch->empty()) break;  // forgotten meanwhile
+      for (const v1::JobEvent& event : *batch) {
         if (!writer->Write(event)) return grpc::Status::OK;  // client left
         next = event.seq() + 1;
       }
@@ -195,10 +196,11 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
       return ToGrpcStatus(still.status());
     }
     bool closed = false;
-    std::vector<v1::JobEvent> batch =
+    absl::StatusOr<std::vector<v1::JobEvent>> batch =
         events_.WaitForEvents(req->job_id(), next, kWatchPollMs, &closed,
                               kWatchBatch);
-    for (const v1::JobEvent& event : batch) {
+    if (!batch.ok()) return ToGrpcStatus(batch.status());
+    for (const v1::JobEvent& event : *batch) {
       if (!writer->Write(event)) return grpc::Status::OK;  // client left
       next = event.seq() + 1;
     }

@@ -216,6 +216,9 @@ absl::Status SqliteJobStore::Init() {
       {&stmts_->load_jobs, "SELECT id, job FROM jobs ORDER BY pos"},
       {&stmts_->load_events,
        "SELECT seq, event FROM events WHERE job_id = ?1 ORDER BY seq"},
+      {&stmts_->read_events,
+       "SELECT seq, event FROM events WHERE job_id = ?1 AND seq >= ?2 "
+       "ORDER BY seq LIMIT ?3"},
       {&stmts_->put_checkpoint,
        "INSERT OR REPLACE INTO checkpoints(job_id, step, path, created_ms, "
        "metric, info) VALUES(?1, ?2, ?3, ?4, ?5, ?6)"},

@@ -56,7 +56,10 @@ class SqliteJobStore : public JobStore {
   absl::Status Write(const JobWrite& write, Durability durability) override;
   absl::Status Flush() override;
   void WhenDurable(std::function<void()> done) override;
-  absl::StatusOr<StoredState> LoadAll() override;
+  absl::StatusOr<StoredState> Load(const EventScan& scan) override;
+  absl::StatusOr<std::vector<v1::JobEvent>> ReadEvents(
+      const std::string& job_id, int64_t from_seq,
+      size_t max_events) override;
   absl::Status PutCheckpoint(const CheckpointRecord& checkpoint) override;
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
       const std::string& job_id) override;

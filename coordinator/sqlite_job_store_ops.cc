@@ -1,5 +1,7 @@
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -144,7 +146,7 @@ void SqliteJobStore::FlushLoop() {
   }
 }
 
-absl::StatusOr<StoredState> SqliteJobStore::LoadAll() {
+absl::StatusOr<StoredState> SqliteJobStore::Load(const EventScan& scan) {
   std::lock_guard<std::mutex> lock(mu_);
   StoredState state;
   {
@@ -163,6 +165,7 @@ absl::StatusOr<StoredState> SqliteJobStore::LoadAll() {
           "state database ", path_, ": the record of job ", id,
           " cannot be read; restore the file from a backup or move it aside"));
     }
+    EventScanner scanner(scan, stored);
     Use events(stmts_->load_events);
     BindText(*events, 1, id);
     int erc;
@@ -176,15 +179,44 @@ absl::StatusOr<StoredState> SqliteJobStore::LoadAll() {
             " cannot be read; restore the file from a backup or move it "
             "aside"));
       }
-      stored.events.push_back(std::move(event));
+      scanner.Add(std::move(event));
     }
     if (erc != SQLITE_DONE) {
       return ErrorLocked(erc, absl::StrCat("reading events of job ", id));
     }
+    scanner.Finish();
     state.jobs.push_back(std::move(stored));
   }
   if (rc != SQLITE_DONE) return ErrorLocked(rc, "reading jobs");
   return state;
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ReadEvents(
+    const std::string& job_id, int64_t from_seq, size_t max_events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobEvent> out;
+  Use s(stmts_->read_events);
+  BindText(*s, 1, job_id);
+  sqlite3_bind_int64(*s, 2, from_seq);
+  sqlite3_bind_int64(
+      *s, 3,
+      static_cast<int64_t>(std::min<size_t>(max_events, INT64_MAX)));
+  int rc;
+  while ((rc = sqlite3_step(*s)) == SQLITE_ROW) {
+    v1::JobEvent event;
+    if (!ParseColumn(*s, 1, &event) ||
+        event.seq() != sqlite3_column_int64(*s, 0)) {
+      return absl::DataLossError(absl::StrCat(
+          "state database ", path_, ": event ", sqlite3_column_int64(*s, 0),
+          " of job ", job_id,
+          " cannot be read; restore the file from a backup or move it aside"));
+    }
+    out.push_back(std::move(event));
+  }
+  if (rc != SQLITE_DONE) {
+    return ErrorLocked(rc, absl::StrCat("reading events of job ", job_id));
+  }
+  return out;
 }
 
 absl::Status SqliteJobStore::PutCheckpoint(const CheckpointRecord& checkpoint) {

@@ -19,6 +19,7 @@ struct SqliteJobStore::Statements {
   sqlite3_stmt* read_counter = nullptr;
   sqlite3_stmt* load_jobs = nullptr;
   sqlite3_stmt* load_events = nullptr;
+  sqlite3_stmt* read_events = nullptr;
   sqlite3_stmt* put_checkpoint = nullptr;
   sqlite3_stmt* list_checkpoints = nullptr;
   sqlite3_stmt* delete_checkpoint = nullptr;
@@ -28,7 +29,7 @@ struct SqliteJobStore::Statements {
   ~Statements() {
     for (sqlite3_stmt* s :
          {put_job, put_event, raise_counter, read_counter, load_jobs,
-          load_events, put_checkpoint, list_checkpoints, delete_checkpoint,
+          load_events, read_events, put_checkpoint, list_checkpoints, delete_checkpoint,
           delete_job_checkpoints, delete_job_events, delete_job}) {
       sqlite3_finalize(s);
     }

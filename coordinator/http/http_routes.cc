@@ -251,10 +251,13 @@ HttpResponse HttpRoutes::Events(const std::string& job_id,
   from_seq = std::max<int64_t>(1, from_seq);
   limit = std::min(limit, kMaxEventsPerResponse);
   bool closed = false;
-  std::vector<v1::JobEvent> events =
+  absl::StatusOr<std::vector<v1::JobEvent>> events =
       events_.WaitForEvents(job_id, from_seq, 0, &closed,
                             static_cast<size_t>(limit));
-  return Json(200, EventsJson(events, from_seq + events.size(), closed));
+  if (!events.ok()) {
+    return Json(503, ErrorJson(std::string(events.status().message())));
+  }
+  return Json(200, EventsJson(*events, from_seq + events->size(), closed));
 }
 
 }  // namespace trainctl::coordinator::http

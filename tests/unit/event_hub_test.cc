@@ -4,6 +4,7 @@
 #include "coordinator/event_hub.h"
 
 #include <future>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -28,20 +29,20 @@ TEST(EventHubTest, ShowsOnlyPublishedEventsInOrder) {
   EXPECT_EQ(hub.Append("j1", Log("b")), 2);
   EXPECT_EQ(hub.Append("j2", Log("c")), 1);  // seq is per job
   bool closed = true;
-  EXPECT_TRUE(hub.WaitForEvents("j1", 1, 0, &closed).empty());
+  EXPECT_TRUE(hub.WaitForEvents("j1", 1, 0, &closed)->empty());
   EXPECT_FALSE(closed);
   hub.Publish("j1", 1);
-  std::vector<v1::JobEvent> seen = hub.WaitForEvents("j1", 1, 0, &closed);
+  std::vector<v1::JobEvent> seen = *hub.WaitForEvents("j1", 1, 0, &closed);
   ASSERT_EQ(Seqs(seen), (std::vector<int64_t>{1}));
   EXPECT_EQ(seen[0].job_id(), "j1");
   EXPECT_EQ(seen[0].log().text(), "a");
   hub.Publish("j1", 9);  // never past what exists
-  EXPECT_EQ(Seqs(hub.WaitForEvents("j1", 1, 0, &closed)),
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j1", 1, 0, &closed)),
             (std::vector<int64_t>{1, 2}));
   hub.Publish("j1", 1);  // never lowers what is visible
-  EXPECT_EQ(Seqs(hub.WaitForEvents("j1", 2, 0, &closed)),
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j1", 2, 0, &closed)),
             (std::vector<int64_t>{2}));
-  EXPECT_TRUE(hub.WaitForEvents("j2", 1, 0, &closed).empty());
+  EXPECT_TRUE(hub.WaitForEvents("j2", 1, 0, &closed)->empty());
 }
 
 TEST(EventHubTest, PublishedSeqIsTheLastVisibleEvent) {
@@ -62,16 +63,16 @@ TEST(EventHubTest, BatchesAreBoundedAndClosedOnlyAtTheEnd) {
   hub.Publish("j", 5);
   hub.Close("j");
   bool closed = true;
-  EXPECT_EQ(Seqs(hub.WaitForEvents("j", 1, 0, &closed, 2)),
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 1, 0, &closed, 2)),
             (std::vector<int64_t>{1, 2}));
   EXPECT_FALSE(closed);  // three more to read
-  EXPECT_EQ(Seqs(hub.WaitForEvents("j", 3, 0, &closed, 2)),
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 3, 0, &closed, 2)),
             (std::vector<int64_t>{3, 4}));
   EXPECT_FALSE(closed);
-  EXPECT_EQ(Seqs(hub.WaitForEvents("j", 5, 0, &closed, 2)),
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 5, 0, &closed, 2)),
             (std::vector<int64_t>{5}));
   EXPECT_TRUE(closed);
-  EXPECT_TRUE(hub.WaitForEvents("j", 6, 0, &closed, 2).empty());
+  EXPECT_TRUE(hub.WaitForEvents("j", 6, 0, &closed, 2)->empty());
   EXPECT_TRUE(closed);
 }
 
@@ -81,10 +82,10 @@ TEST(EventHubTest, AClosedLogIsCompleteOnlyOnceEverythingIsPublished) {
   hub.Append("j", Log("b"));
   hub.Close("j");
   bool closed = true;
-  EXPECT_TRUE(hub.WaitForEvents("j", 1, 0, &closed).empty());
+  EXPECT_TRUE(hub.WaitForEvents("j", 1, 0, &closed)->empty());
   EXPECT_FALSE(closed);  // b is not durable yet
   hub.Publish("j", 2);
-  EXPECT_EQ(hub.WaitForEvents("j", 1, 0, &closed).size(), 2u);
+  EXPECT_EQ(hub.WaitForEvents("j", 1, 0, &closed)->size(), 2u);
   EXPECT_TRUE(closed);
 }
 
@@ -96,7 +97,7 @@ TEST(EventHubTest, APublishEndsTheWaitOfThatJobsWatcher) {
   std::future<std::vector<v1::JobEvent>> waiting = std::async(
       std::launch::async, [&hub] {
         bool closed = false;
-        return hub.WaitForEvents("j", 1, 60'000, &closed);
+        return *hub.WaitForEvents("j", 1, 60'000, &closed);
       });
   hub.Append("other", Log("x"));
   hub.Publish("other", 1);
@@ -110,7 +111,7 @@ TEST(EventHubTest, ForgetEndsWaitsAndReadsAsClosedAndEmpty) {
   hub.Publish("j", 1);
   std::future<bool> waiting = std::async(std::launch::async, [&hub] {
     bool closed = false;
-    hub.WaitForEvents("j", 2, 60'000, &closed);  // waits for seq 2
+    hub.WaitForEvents("j", 2, 60'000, &closed).IgnoreError();  // waits for seq 2
     return closed;
   });
   // Until the waiter is in, a Forget before it reads the missing log the
@@ -118,7 +119,7 @@ TEST(EventHubTest, ForgetEndsWaitsAndReadsAsClosedAndEmpty) {
   hub.Forget("j");
   EXPECT_TRUE(waiting.get());
   bool closed = false;
-  EXPECT_TRUE(hub.WaitForEvents("j", 1, 0, &closed).empty());
+  EXPECT_TRUE(hub.WaitForEvents("j", 1, 0, &closed)->empty());
   EXPECT_TRUE(closed);
 }
 
@@ -127,13 +128,138 @@ TEST(EventHubTest, RestoreKeepsStoredSeqsAndRefusesGaps) {
   std::vector<v1::JobEvent> stored{Log("a"), Log("b")};
   stored[0].set_seq(1);
   stored[1].set_seq(2);
-  ASSERT_TRUE(hub.Restore("j", stored, /*closed=*/false).ok());
+  ASSERT_TRUE(hub.Restore("j", 2, stored, /*closed=*/false).ok());
   EXPECT_EQ(hub.Append("j", Log("c")), 3);
   bool closed = true;
-  EXPECT_EQ(hub.WaitForEvents("j", 1, 0, &closed).size(), 2u);  // restored = published
+  EXPECT_EQ(hub.WaitForEvents("j", 1, 0, &closed)->size(), 2u);  // restored = published
   stored[1].set_seq(3);
-  EXPECT_EQ(hub.Restore("k", stored, false).code(),
+  EXPECT_EQ(hub.Restore("k", 3, stored, false).code(),
             absl::StatusCode::kDataLoss);
+}
+
+// A stand-in for the store: every event the test publishes is put here
+// first, as JobManager writes before it publishes.
+struct FakeStore {
+  std::map<std::string, std::map<int64_t, v1::JobEvent>> events;
+  int reads = 0;
+  EventHub::StoreReader Reader() {
+    return [this](const std::string& job, int64_t from, size_t max)
+               -> absl::StatusOr<std::vector<v1::JobEvent>> {
+      ++reads;
+      std::vector<v1::JobEvent> out;
+      auto& log = events[job];
+      for (auto it = log.lower_bound(from);
+           it != log.end() && out.size() < max; ++it) {
+        out.push_back(it->second);
+      }
+      return out;
+    };
+  }
+};
+
+// Appends `n` log lines of `size` bytes to the job, stores and publishes them.
+void AppendDurable(EventHub& hub, FakeStore& store, const std::string& job,
+                   int n, size_t size) {
+  for (int i = 0; i < n; ++i) {
+    v1::JobEvent event = Log(std::string(size, 'x'));
+    const int64_t seq = hub.Append(job, event);
+    event.set_seq(seq);
+    event.set_job_id(job);
+    store.events[job][seq] = event;
+    hub.Publish(job, seq);
+  }
+}
+
+TEST(EventHubTest, HoldsOnlyABoundedTailAndReadsOlderEventsFromTheStore) {
+  FakeStore store;
+  EventHub hub(store.Reader(), /*tail_bytes=*/10'000);
+  AppendDurable(hub, store, "j", 1000, 100);  // ~100 KB in all
+  EXPECT_LE(hub.HeldBytes(), 10'000u);
+  EXPECT_GT(hub.HeldBytes(), 5'000u);  // the tail is kept, not dropped
+  bool closed = true;
+  // The newest ones come from memory...
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 999, 0, &closed)),
+            (std::vector<int64_t>{999, 1000}));
+  EXPECT_EQ(store.reads, 0);
+  EXPECT_FALSE(closed);
+  // ...a watcher from the start reads every event, in order, from both.
+  std::vector<int64_t> seen;
+  for (int64_t next = 1; next <= 1000;) {
+    absl::StatusOr<std::vector<v1::JobEvent>> batch =
+        hub.WaitForEvents("j", next, 0, &closed, 64);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_FALSE(batch->empty());
+    for (const v1::JobEvent& e : *batch) seen.push_back(e.seq());
+    next = batch->back().seq() + 1;
+  }
+  ASSERT_EQ(seen.size(), 1000u);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], int64_t(i) + 1);
+  EXPECT_GT(store.reads, 0);
+}
+
+TEST(EventHubTest, UnpublishedEventsStayHeldWhateverTheBudget) {
+  FakeStore store;
+  EventHub hub(store.Reader(), /*tail_bytes=*/0);
+  for (int i = 0; i < 3; ++i) hub.Append("j", Log("not durable yet"));
+  EXPECT_GT(hub.HeldBytes(), 0u);
+  bool closed = true;
+  EXPECT_TRUE(hub.WaitForEvents("j", 1, 0, &closed)->empty());
+  EXPECT_FALSE(closed);
+}
+
+TEST(EventHubTest, AFinishedJobHoldsNothingAndIsServedFromTheStore) {
+  FakeStore store;
+  EventHub hub(store.Reader(), /*tail_bytes=*/1'000'000);
+  AppendDurable(hub, store, "j", 5, 10);
+  hub.Close("j");
+  EXPECT_EQ(hub.HeldBytes(), 0u);
+  EXPECT_EQ(hub.PublishedSeq("j"), 5);
+  bool closed = false;
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 2, 0, &closed)),
+            (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 1, 0, &closed, 2)),
+            (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(closed);  // three more to read
+}
+
+TEST(EventHubTest, RestoreTakesTheTailOfAStoredHistory) {
+  FakeStore store;
+  EventHub hub(store.Reader(), /*tail_bytes=*/1'000'000);
+  std::vector<v1::JobEvent> tail;
+  for (int64_t seq = 1; seq <= 10; ++seq) {
+    v1::JobEvent event = Log("line");
+    event.set_seq(seq);
+    event.set_job_id("j");
+    store.events["j"][seq] = event;
+    if (seq > 7) tail.push_back(event);
+  }
+  ASSERT_TRUE(hub.Restore("j", 10, tail, /*closed=*/false).ok());
+  EXPECT_EQ(hub.Append("j", Log("next")), 11);
+  bool closed = true;
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 1, 0, &closed, 4)),
+            (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Seqs(*hub.WaitForEvents("j", 8, 0, &closed)),
+            (std::vector<int64_t>{8, 9, 10}));
+  // Without a store to read from, a partial history is refused.
+  EventHub plain;
+  EXPECT_EQ(plain.Restore("j", 10, tail, false).code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(EventHubTest, AStoreErrorReachesTheWatcher) {
+  EventHub hub(
+      [](const std::string&, int64_t, size_t)
+          -> absl::StatusOr<std::vector<v1::JobEvent>> {
+        return absl::UnavailableError("disk gone");
+      },
+      /*tail_bytes=*/0);
+  hub.Append("j", Log("a"));
+  hub.Append("j", Log("b"));
+  hub.Publish("j", 2);  // both dropped from memory: the budget is 0
+  bool closed = false;
+  EXPECT_EQ(hub.WaitForEvents("j", 1, 0, &closed).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ class JobManagerTest : public ::testing::Test {
 
   std::vector<v1::JobEvent> Events(const std::string& job) {
     bool closed = false;
-    return events_.WaitForEvents(job, 1, 0, &closed);
+    return *events_.WaitForEvents(job, 1, 0, &closed);
   }
 
   FakeClock clock_;

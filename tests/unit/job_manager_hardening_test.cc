@@ -139,7 +139,8 @@ class HoldingStore : public InMemoryJobStore {
 std::vector<int64_t> Seqs(EventHub& hub, const std::string& job) {
   bool closed = false;
   std::vector<int64_t> out;
-  for (const v1::JobEvent& e : hub.WaitForEvents(job, 1, 0, &closed)) {
+  const std::vector<v1::JobEvent> events = *hub.WaitForEvents(job, 1, 0, &closed);
+  for (const v1::JobEvent& e : events) {
     out.push_back(e.seq());
   }
   return out;
@@ -202,7 +203,7 @@ TEST_F(DurableEventsTest, ASeqLostInACrashWasNeverShownAndIsReusedOnce) {
   // Seq 3 is now the cancellation; no watcher was ever shown another seq 3.
   EXPECT_EQ(shown, (std::vector<int64_t>{1, 2}));
   bool closed = false;
-  std::vector<v1::JobEvent> events = hub2.WaitForEvents(job.id(), 3, 0, &closed);
+  std::vector<v1::JobEvent> events = *hub2.WaitForEvents(job.id(), 3, 0, &closed);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].transition().to(), v1::JOB_STATE_CANCELLED);
   EXPECT_TRUE(closed);
@@ -220,7 +221,7 @@ TEST_F(DurableEventsTest, AFinishedJobsStreamClosesOnlyAfterItsLastEvent) {
   exit.set_exit_code(0);
   ASSERT_TRUE(jobs.OnRankStatus("w1", exit).ok());  // immediate, after it
   bool closed = false;
-  std::vector<v1::JobEvent> events = hub.WaitForEvents(job.id(), 1, 0, &closed);
+  std::vector<v1::JobEvent> events = *hub.WaitForEvents(job.id(), 1, 0, &closed);
   EXPECT_EQ(events.size(), 4u);
   EXPECT_TRUE(closed);
 }
@@ -345,7 +346,7 @@ TEST_F(JobManagerTest, DeleteForgetsAFinishedJobButNotARunningOne) {
   EXPECT_EQ(jobs_.Delete(job.id()).code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(store_.LoadAll()->jobs.empty());
   bool closed = false;
-  EXPECT_TRUE(events_.WaitForEvents(job.id(), 1, 0, &closed).empty());
+  EXPECT_TRUE(events_.WaitForEvents(job.id(), 1, 0, &closed)->empty());
   EXPECT_TRUE(closed);  // a watcher of a deleted job ends
   EXPECT_EQ(jobs_.Submit(Spec(1), false)->id(), "job-2");  // ids never reused
 }
@@ -404,7 +405,9 @@ TEST_F(JobManagerTest, RankOutputReachesWatchersWithItsControlCharactersEscaped)
   Exit("w1", job.id(), 0, 1, "bad \xff byte \x1b[2J");
   bool closed = false;
   std::string shown;
-  for (const v1::JobEvent& e : events_.WaitForEvents(job.id(), 1, 0, &closed)) {
+  const std::vector<v1::JobEvent> events =
+      *events_.WaitForEvents(job.id(), 1, 0, &closed);
+  for (const v1::JobEvent& e : events) {
     if (e.has_log()) shown = e.log().text();
   }
   EXPECT_EQ(shown, "\\x1b]0;pwned\\x07\\x0aI 12:00:00 forged");

@@ -227,6 +227,59 @@ TEST_F(JobManagerTest, EveryChangeIsWrittenThroughInEventOrder) {
   EXPECT_EQ(state.next_job_number, 2);
 }
 
+// After a restart the hub holds only the newest events of each unfinished
+// job (none of a finished one), yet a watcher from seq 1 sees the whole
+// history, and what the reports changed is rebuilt from all of it.
+TEST_F(JobManagerTest, RecoveryHoldsOnlyEventTailsYetWatchersSeeEverything) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(Spec(1), false);
+  for (int step = 1; step <= 300; ++step) {
+    clock_.AdvanceMs(1'000);
+    v1::RankMetrics m;
+    m.set_job_id(job.id());
+    m.set_generation(1);
+    m.mutable_point()->set_kind("train");
+    m.mutable_point()->set_step(step);
+    (*m.mutable_point()->mutable_values())["loss"] = 1.0 / step;
+    ASSERT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+    v1::RankLog log;
+    log.set_job_id(job.id());
+    log.set_generation(1);
+    log.mutable_line()->set_text("step " + std::to_string(step));
+    ASSERT_TRUE(jobs_.OnRankLog("w1", log).ok());
+  }
+  const std::vector<v1::JobEvent> history = Events(job.id());
+  ASSERT_GT(history.size(), 600u);
+  const v1::Job before = *jobs_.Get(job.id());
+
+  constexpr size_t kTail = 4'096;
+  EventHub events(
+      [this](const std::string& id, int64_t from, size_t max) {
+        return store_.ReadEvents(id, from, max);
+      },
+      kTail);
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+  EXPECT_LE(events.HeldBytes(), kTail + 1'000);  // + what Recover appended
+  EXPECT_GT(events.HeldBytes(), 0u);
+  const v1::Job after = *restarted.Get(job.id());
+  EXPECT_EQ(after.latest_train().step(), 300);
+  EXPECT_TRUE(Same(after.latest_train(), before.latest_train()));
+
+  std::vector<v1::JobEvent> seen;
+  bool closed = false;
+  while (seen.size() < history.size()) {
+    absl::StatusOr<std::vector<v1::JobEvent>> batch = events.WaitForEvents(
+        job.id(), static_cast<int64_t>(seen.size()) + 1, 0, &closed, 50);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_FALSE(batch->empty());
+    seen.insert(seen.end(), batch->begin(), batch->end());
+  }
+  seen.resize(history.size());
+  EXPECT_TRUE(SameList(seen, history));
+}
+
 TEST_F(JobManagerTest, SubmitFailsAndQueuesNothingWhenTheStoreFails) {
   FlakyJobStore flaky;
   JobManager jobs(clock_, events_, rendezvous_, flaky, 5'000, 1'000);
@@ -265,7 +318,7 @@ TEST_F(JobManagerTest, RecoveryRequeuesAwaitsRunningKeepsFinalContinuesIds) {
   EXPECT_TRUE(Same(all[0], done_before));
   bool closed = false;
   EXPECT_TRUE(
-      SameList(events.WaitForEvents(done.id(), 1, 0, &closed), done_events));
+      SameList(*events.WaitForEvents(done.id(), 1, 0, &closed), done_events));
   EXPECT_TRUE(closed);
 
   // The running job waits for its agent to re-adopt its rank; nothing about
@@ -273,7 +326,7 @@ TEST_F(JobManagerTest, RecoveryRequeuesAwaitsRunningKeepsFinalContinuesIds) {
   v1::Job waiting = *restarted.Get(running.id());
   EXPECT_EQ(waiting.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(waiting.ranks(0).state(), v1::RANK_STATE_ASSIGNED);
-  EXPECT_TRUE(SameList(events.WaitForEvents(running.id(), 1, 0, &closed),
+  EXPECT_TRUE(SameList(*events.WaitForEvents(running.id(), 1, 0, &closed),
                        running_events));
 
   EXPECT_EQ(restarted.Get(wide.id())->state(), v1::JOB_STATE_QUEUED);

@@ -137,6 +137,57 @@ TYPED_TEST(JobStoreTest, EventsComeBackInSeqOrderWithoutDuplicates) {
   EXPECT_EQ(state.jobs[0].events[1].job_id(), "job-1");
 }
 
+TYPED_TEST(JobStoreTest, LoadVisitsEveryEventAndKeepsOnlyTheTail) {
+  JobStore& store = *this->store_;
+  ASSERT_TRUE(store.PutJob(MakeJob("job-1", v1::JOB_STATE_RUNNING)).ok());
+  ASSERT_TRUE(store.PutJob(MakeJob("job-2", v1::JOB_STATE_QUEUED)).ok());
+  JobWrite write;
+  for (int64_t seq = 1; seq <= 50; ++seq) {
+    write.events.push_back(MakeEvent("job-1", seq, std::string(100, 'a')));
+  }
+  ASSERT_TRUE(store.Write(write, Durability::kImmediate).ok());
+  EventScan scan;
+  scan.keep_bytes = 5 * MakeEvent("job-1", 50, std::string(100, 'a')).ByteSizeLong();
+  std::vector<std::pair<std::string, int64_t>> visited;
+  scan.visit = [&](v1::Job& job, const v1::JobEvent& e) {
+    visited.emplace_back(job.id(), e.seq());
+    job.set_total_steps(e.seq());  // the visitor may update the job
+  };
+  StoredState state = *store.Load(scan);
+  ASSERT_EQ(state.jobs.size(), 2u);
+  ASSERT_EQ(visited.size(), 50u);
+  for (size_t i = 0; i < visited.size(); ++i) {
+    EXPECT_EQ(visited[i], (std::pair<std::string, int64_t>("job-1", i + 1)));
+  }
+  EXPECT_EQ(state.jobs[0].last_seq, 50);
+  EXPECT_THAT(Seqs(state.jobs[0]), ElementsAre(46, 47, 48, 49, 50));
+  EXPECT_EQ(state.jobs[0].job.total_steps(), 50);
+  EXPECT_EQ(state.jobs[1].last_seq, 0);
+  EXPECT_TRUE(state.jobs[1].events.empty());
+}
+
+TYPED_TEST(JobStoreTest, ReadEventsPagesThroughAJobsHistory) {
+  JobStore& store = *this->store_;
+  ASSERT_TRUE(store.PutJob(MakeJob("job-1", v1::JOB_STATE_RUNNING)).ok());
+  ASSERT_TRUE(store.PutJob(MakeJob("job-2", v1::JOB_STATE_RUNNING)).ok());
+  JobWrite write;
+  for (int64_t seq = 1; seq <= 7; ++seq) {
+    write.events.push_back(MakeEvent("job-1", seq, "line"));
+  }
+  write.events.push_back(MakeEvent("job-2", 1, "other"));
+  ASSERT_TRUE(store.Write(write, Durability::kGrouped).ok());
+  auto seqs = [](const std::vector<v1::JobEvent>& events) {
+    std::vector<int64_t> out;
+    for (const v1::JobEvent& e : events) out.push_back(e.seq());
+    return out;
+  };
+  EXPECT_THAT(seqs(*store.ReadEvents("job-1", 3, 2)), ElementsAre(3, 4));
+  EXPECT_THAT(seqs(*store.ReadEvents("job-1", 6, 100)), ElementsAre(6, 7));
+  EXPECT_TRUE(store.ReadEvents("job-1", 8, 100)->empty());
+  EXPECT_EQ((*store.ReadEvents("job-1", 1, 1))[0].job_id(), "job-1");
+  EXPECT_TRUE(store.ReadEvents("job-404", 1, 100)->empty());
+}
+
 TYPED_TEST(JobStoreTest, RejectsMalformedAndOrphanRecordsAllOrNothing) {
   JobStore& store = *this->store_;
   EXPECT_EQ(store.PutJob(v1::Job()).code(), absl::StatusCode::kInvalidArgument);
