@@ -168,6 +168,32 @@ TEST_F(ClusterTest, MissingDataFileFailsJobWithClearReason) {
   EXPECT_TRUE(cluster_->WaitForWorkers(2, seconds(5)));
 }
 
+// Only rank 0 writes checkpoints, so only it meets a checkpoint directory
+// it cannot create; its peer then crashes, its collective broken. Rank 0
+// used to close its group first and was still tearing down when the
+// peer's crash arrived: it was stopped (-15), and the job restarted 3
+// times blaming "connection closed by peer". A failing rank now exits at
+// once (rank_main.cc): the cause is heard first and fails the job.
+TEST_F(ClusterTest, AConfigurationErrorOnOneRankFailsTheJobNotItsPeersCrash) {
+  const std::string spec = cluster_->WriteFile(
+      "unwritable.yaml",
+      SmallJobSpec(2, 4096, 1,
+                   "fault_tolerance: {max_restarts: 3}\n"
+                   "checkpoint: {dir: /proc/trainctl-not-here/ckpt, "
+                   "every_steps: 20}\n"));
+  CliResult submit = cluster_->Cli({"submit", spec, "--follow"});
+  EXPECT_EQ(submit.exit_code, 1) << submit.output;
+  const std::string id = JobIdFrom(submit.output);
+  ASSERT_FALSE(id.empty()) << submit.output;
+  v1::Job job = cluster_->GetJob(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.restarts(), 0) << job.reason();
+  EXPECT_THAT(job.reason(), HasSubstr("rank 0"));
+  EXPECT_THAT(job.reason(), HasSubstr("checkpoint.dir"));
+  EXPECT_THAT(job.reason(), HasSubstr("not retried"));
+  EXPECT_TRUE(cluster_->WaitForWorkers(2, seconds(30)));
+}
+
 TEST(CliTest, UnreachableCoordinatorSaysWhereItLooked) {
   std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl",
                                 "--coordinator", "127.0.0.1:1", "list"};

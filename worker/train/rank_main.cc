@@ -7,6 +7,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 #include <condition_variable>
+#include <cstdlib>
 #include <future>
 #include <thread>
 #include <iostream>
@@ -239,6 +240,16 @@ int RunRank(const v1::RankLaunch& launch) {
   std::cout << "rank " << args.rank << "/" << args.world_size << " on "
             << ctx.device << " with " << args.threads << " threads" << std::endl;
   absl::StatusOr<TrainResult> result = Train(spec, ctx);
+  if (!result.ok()) {
+    // Exit at once, before closing the group or running any destructor:
+    // our peers fail as soon as our sockets close (gloo aborts), and the
+    // coordinator must hear this rank's exit, the cause, first, and as it
+    // is; a slow teardown let a peer's crash arrive first and restart a
+    // job that a configuration error had already doomed.
+    std::cerr << result.status().message() << std::endl;
+    std::cout.flush();
+    std::_Exit(RankExitCode(result.status()));
+  }
   if (ctx.group) {
     try {
       ShutdownGroup(*ctx.group);
@@ -246,10 +257,6 @@ int RunRank(const v1::RankLaunch& launch) {
       std::cerr << "rank " << args.rank << ": closing the process group: "
                 << e.what() << std::endl;
     }
-  }
-  if (!result.ok()) {
-    std::cerr << result.status().message() << std::endl;
-    return RankExitCode(result.status());
   }
   std::cout << "rank " << args.rank << " finished " << result->steps
             << " steps; final loss " << result->final_train_loss;
