@@ -109,7 +109,10 @@ class Cluster:
                 # One decoded-data cache for the whole benchmark, as a node
                 # keeps it across jobs: only the first trainctl run inflates.
                 "--data-cache-dir", os.path.join(self.args.workdir,
-                                                 "data-cache")])
+                                                 "data-cache")]
+                # As root (CI containers), ranks run as root, as the
+                # torchrun peer's do; a worker refuses that unless told.
+                + (["--allow-root-ranks"] if os.geteuid() == 0 else []))
         deadline = time.monotonic() + 60
         while True:
             for name, proc, _ in self.procs:

@@ -17,7 +17,8 @@ for run in $(seq "$runs"); do
   port=$(cat "$d/port")
   "$bin/trainctl-worker" --coordinator "127.0.0.1:$port" --name bench \
     --slots 1 --state-dir "$d/worker" --ca-cert "$d/state/tls/ca.crt" \
-    --join-token-file "$d/state/auth/join.token" > "$d/worker.log" 2>&1 &
+    --join-token-file "$d/state/auth/join.token" \
+    $([ "$(id -u)" -ne 0 ] || echo --allow-root-ranks) > "$d/worker.log" 2>&1 &
   worker=$!
   for _ in $(seq 300); do grep -q "registered with" "$d/worker.log" && break; sleep 0.1; done
   kill -9 "$coord"; wait "$coord" 2>/dev/null

@@ -47,13 +47,21 @@ TRAINCTL_TOKEN="$(cat "$state/state/auth/admin.token")"
 export TRAINCTL_TOKEN
 echo "coordinator at $TRAINCTL_COORDINATOR over TLS (logs in $state/)"
 
+# A worker run as root refuses to run job code as root unless told to
+# (docs/security.md); on a throwaway machine the demo tells it to.
+root_ranks=()
+if [ "$(id -u)" -eq 0 ]; then
+  echo "running as root: the workers run the demo's ranks as root too" \
+       "(--allow-root-ranks); on a shared machine run it as a normal user"
+  root_ranks=(--allow-root-ranks)
+fi
 # Split the cores between the workers so their ranks do not oversubscribe.
 cpus=$(( $(nproc) / workers )); [ "$cpus" -ge 1 ] || cpus=1
 for i in $(seq 1 "$workers"); do
   "$bin/trainctl-worker" --name "worker-$i" --slots 1 --cpus "$cpus" \
     --ca-cert "$TRAINCTL_CA_CERT" \
     --join-token-file "$state/state/auth/join.token" \
-    --state-dir "$state/worker-$i" \
+    --state-dir "$state/worker-$i" "${root_ranks[@]}" \
     > "$state/worker-$i.log" 2>&1 &
   pids+=($!)
 done

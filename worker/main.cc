@@ -202,6 +202,11 @@ int main(int argc, char** argv) {
                  "root): a job's code then cannot read the worker's key, "
                  "state directory or join token")
       ->envname("TRAINCTL_RANK_USER");
+  bool allow_root_ranks = false;
+  app.add_flag("--allow-root-ranks", allow_root_ranks,
+               "as root without --rank-user, run job code as root anyway "
+               "(without it such a worker refuses to start)")
+      ->envname("TRAINCTL_ALLOW_ROOT_RANKS");
   CLI11_PARSE(app, argc, argv);
   {
     absl::StatusOr<std::vector<std::string>> parsed =
@@ -227,15 +232,34 @@ int main(int argc, char** argv) {
               std::string(user.status().message()).c_str());
       return 2;
     }
-    if (geteuid() != 0) {
+    if (user->uid == geteuid()) {
+      // Nothing to switch: ranks run as we do, as asked.
+      if (user->uid == 0) {
+        TLOG_WARNING << "--rank-user " << rank_user
+                     << ": every job's code runs as root on this node";
+      }
+    } else if (geteuid() != 0) {
       fprintf(stderr, "trainctl-worker: --rank-user needs the worker to run "
                       "as root (it switches each rank to that user)\n");
       return 2;
+    } else {
+      options.rank_user = *user;
     }
-    options.rank_user = *user;
-  } else if (geteuid() == 0) {
-    TLOG_WARNING << "running as root without --rank-user: every job's code "
-                    "runs as root on this node";
+  } else if (geteuid() == 0 && !join_only) {
+    // A job is code (docs/security.md): as root it could read every key on
+    // the node. Running it so must be a choice, not a default.
+    if (!allow_root_ranks) {
+      fprintf(stderr,
+              "trainctl-worker: running as root, every job's code would run "
+              "as root on this node; give --rank-user USER to run ranks as "
+              "that unprivileged user (it must be able to read the jobs' "
+              "data and write their checkpoint directories), or "
+              "--allow-root-ranks (TRAINCTL_ALLOW_ROOT_RANKS=1) to accept "
+              "root ranks\n");
+      return 2;
+    }
+    TLOG_WARNING << "running as root with --allow-root-ranks: every job's "
+                    "code runs as root on this node";
   }
   // Ranks run as our uid: without this they could read the join token from
   // /proc/<agent>/environ (unsetenv does not change that copy) or memory.

@@ -10,12 +10,15 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -298,6 +301,55 @@ TEST_F(HostileUsersTest, AJoinStepLetsTheAgentRunWithoutTheToken) {
               HasSubstr("registered with"));
   agent.Signal(SIGTERM);
   agent.Wait(seconds(30));
+}
+
+// A root worker without --rank-user ran every job's code as root (it only
+// warned). Now it refuses to start, naming both ways out; either one lets
+// it start.
+TEST_F(HostileUsersTest, ARootWorkerDoesNotRunJobCodeAsRootByDefault) {
+  if (geteuid() != 0) GTEST_SKIP() << "the check is for a worker run as root";
+  // ctest lets the suite's root workers run root ranks; this one may not.
+  const char* allowed = getenv("TRAINCTL_ALLOW_ROOT_RANKS");
+  const std::string saved = allowed != nullptr ? allowed : "";
+  unsetenv("TRAINCTL_ALLOW_ROOT_RANKS");
+  auto start = [&](const std::string& name,
+                   std::vector<std::string> extra) {
+    std::vector<std::string> argv{
+        std::string(TRAINCTL_BIN_DIR) + "/trainctl-worker", "--coordinator",
+        cluster_->address(), "--name", name, "--slots", "1", "--state-dir",
+        cluster_->dir() + "/" + name + "-state", "--ca-cert",
+        cluster_->ca_cert_path(), "--join-token", cluster_->join_token()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(argv, cluster_->dir() + "/" + name + ".log");
+  };
+  auto registered = [&](const std::string& name, Process& agent) {
+    const std::string log = cluster_->dir() + "/" + name + ".log";
+    const auto deadline = std::chrono::steady_clock::now() + seconds(60);
+    while (Slurp(log).find("registered with") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline && agent.Running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const bool ok = Slurp(log).find("registered with") != std::string::npos;
+    agent.Signal(SIGTERM);
+    agent.Wait(seconds(30));
+    return ok;
+  };
+  std::unique_ptr<Process> refused = start("rooted", {});
+  EXPECT_EQ(refused->Wait(seconds(60)), 2);
+  const std::string said = Slurp(cluster_->dir() + "/rooted.log");
+  EXPECT_THAT(said, HasSubstr("every job's code would run as root"));
+  EXPECT_THAT(said, HasSubstr("--rank-user USER"));
+  EXPECT_THAT(said, HasSubstr("--allow-root-ranks"));
+  EXPECT_EQ(Slurp(cluster_->dir() + "/rooted-state/worker.crt"), "")
+      << "it joined before refusing";
+
+  std::unique_ptr<Process> unprivileged =
+      start("unprivileged", {"--rank-user", "nobody"});
+  EXPECT_TRUE(registered("unprivileged", *unprivileged));
+  std::unique_ptr<Process> accepted =
+      start("accepted", {"--allow-root-ranks"});
+  EXPECT_TRUE(registered("accepted", *accepted));
+  if (allowed != nullptr) setenv("TRAINCTL_ALLOW_ROOT_RANKS", saved.c_str(), 1);
 }
 
 }  // namespace
