@@ -314,6 +314,15 @@ int main(int argc, char** argv) {
             std::string(credentials.status().message()).c_str());
     return 1;
   }
+  if (options.rank_user && !join_only) {
+    if (absl::Status given = trainctl::agent::GiveDataCacheToRankUser(
+            tls.state_dir, options.data_cache_dir, *options.rank_user);
+        !given.ok()) {
+      fprintf(stderr, "trainctl-worker: %s\n",
+              std::string(given.message()).c_str());
+      return 1;
+    }
+  }
   if (join_only) {
     // A deployment's join step: the agent that runs afterwards finds the
     // certificate in the state directory and never sees the join token.

@@ -9,7 +9,9 @@
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -346,6 +348,19 @@ TEST_F(HostileUsersTest, ARootWorkerDoesNotRunJobCodeAsRootByDefault) {
   std::unique_ptr<Process> unprivileged =
       start("unprivileged", {"--rank-user", "nobody"});
   EXPECT_TRUE(registered("unprivileged", *unprivileged));
+  // Its ranks write the data cache: it is nobody's, reachable through the
+  // state directory (0711), whose key stays the agent's.
+  const std::string state = cluster_->dir() + "/unprivileged-state";
+  struct stat cache {}, dir {}, key {};
+  ASSERT_EQ(stat((state + "/data-cache").c_str(), &cache), 0);
+  ASSERT_EQ(stat(state.c_str(), &dir), 0);
+  ASSERT_EQ(stat((state + "/worker.key").c_str(), &key), 0);
+  const passwd* nobody = getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  EXPECT_EQ(cache.st_uid, nobody->pw_uid);
+  EXPECT_EQ(dir.st_mode & 0777, 0711u);
+  EXPECT_EQ(key.st_uid, 0u);
+  EXPECT_EQ(key.st_mode & 0077, 0u);
   std::unique_ptr<Process> accepted =
       start("accepted", {"--allow-root-ranks"});
   EXPECT_TRUE(registered("accepted", *accepted));

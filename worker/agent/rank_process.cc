@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <grp.h>
 #include <pwd.h>
@@ -16,7 +17,9 @@
 #include <deque>
 #include <functional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/frame_io.h"
 #include "common/utf8_sanitize.h"
 
@@ -138,6 +141,38 @@ absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name) {
   }
   user.groups.resize(count);
   return user;
+}
+
+absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
+                                     const std::string& cache_dir,
+                                     const RankLaunch::User& user) {
+  auto failed = [](const std::string& what, const std::string& dir) {
+    return absl::UnavailableError(absl::StrCat(
+        "--rank-user: ", what, " ", dir, ": ", strerror(errno)));
+  };
+  const size_t slash = cache_dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (absl::Status made = MakeDirs(cache_dir.substr(0, slash)); !made.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("--rank-user: ", made.message()));
+    }
+  }
+  if (mkdir(cache_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return failed("cannot create", cache_dir);
+  }
+  struct stat st;
+  if (lstat(cache_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return failed("cannot use", cache_dir);
+  }
+  if (chown(cache_dir.c_str(), user.uid, user.gid) != 0) {
+    return failed("cannot hand to the rank user", cache_dir);
+  }
+  if (absl::StartsWith(cache_dir, state_dir + "/") &&
+      chmod(state_dir.c_str(), 0711) != 0) {
+    return failed("cannot open to the rank user (0711)", state_dir);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(

@@ -42,6 +42,14 @@ struct RankLaunch {
 // NOT_FOUND naming it when there is no such user.
 absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name);
 
+// For ranks run as `user`: the data cache they write becomes theirs
+// (created 0700 if missing), and a state directory holding it 0711, so
+// they can reach the cache but not list the directory (worker.key stays
+// 0600, the agent's). UNAVAILABLE naming the directory on failure.
+absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
+                                     const std::string& cache_dir,
+                                     const RankLaunch::User& user);
+
 // One supervised rank process. It runs in its own process group (so a cancel
 // reaches anything it spawned) and dies with the agent process
 // (PR_SET_PDEATHSIG, armed from a fork thread that lives as long as the
