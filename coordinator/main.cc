@@ -4,11 +4,13 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/auth/cluster_files.h"
@@ -74,12 +76,24 @@ int RunInit(const trainctl::coordinator::CoordinatorOptions& options) {
 }
 
 int RunAddUser(const std::string& state_dir, const std::string& name,
-               bool admin, bool join) {
+               bool admin, bool join, const std::string& expires_in) {
   namespace auth = trainctl::coordinator::auth;
   const auth::TokenRole role = join    ? auth::TokenRole::kJoin
                                : admin ? auth::TokenRole::kAdmin
                                        : auth::TokenRole::kUser;
-  absl::StatusOr<std::string> token = auth::AddToken(state_dir, role, name);
+  int64_t expires = 0;
+  if (!expires_in.empty()) {
+    absl::StatusOr<int64_t> lifetime =
+        auth::ParseTokenLifetime("--expires-in", expires_in);
+    if (!lifetime.ok()) {
+      fprintf(stderr, "trainctl-coordinator add-user: %s\n",
+              std::string(lifetime.status().message()).c_str());
+      return 2;
+    }
+    expires = static_cast<int64_t>(std::time(nullptr)) + *lifetime;
+  }
+  absl::StatusOr<std::string> token =
+      auth::AddToken(state_dir, role, name, expires);
   if (!token.ok()) {
     fprintf(stderr, "trainctl-coordinator add-user: %s\n",
             std::string(token.status().message()).c_str());
@@ -88,9 +102,11 @@ int RunAddUser(const std::string& state_dir, const std::string& name,
   // The only place the token is ever shown; the file keeps its digest.
   printf("%s\n", token->c_str());
   fprintf(stderr, "%s token for %s added to %s (shown once; a running "
-          "coordinator picks it up at once)\n",
+          "coordinator picks it up at once)%s\n",
           auth::TokenRoleName(role), name.c_str(),
-          auth::ClusterFiles(state_dir).tokens.c_str());
+          auth::ClusterFiles(state_dir).tokens.c_str(),
+          expires > 0 ? absl::StrCat("; it expires in ", expires_in).c_str()
+                      : "");
   return 0;
 }
 
@@ -184,6 +200,10 @@ int main(int argc, char** argv) {
                      "may read and cancel every user's jobs");
   add_user->add_flag("--join", user_join,
                      "a worker join token instead of a user token");
+  std::string user_expires_in;
+  add_user->add_option("--expires-in", user_expires_in,
+                       "refuse the token after this long (90s, 30m, 2h, 7d): "
+                       "e.g. a join token for one Slurm allocation");
   std::string forget_name;
   CLI::App* forget = app.add_subcommand(
       "forget-worker", "let worker NAME join again with a new key (a node "
@@ -210,7 +230,7 @@ int main(int argc, char** argv) {
     }
     return init->parsed() ? RunInit(options)
                           : RunAddUser(options.state_dir, user_name,
-                                       user_admin, user_join);
+                                       user_admin, user_join, user_expires_in);
   }
   if (options.state_dir.empty()) {
     fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");

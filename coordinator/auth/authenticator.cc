@@ -114,6 +114,11 @@ absl::StatusOr<std::string> Authenticator::WorkerIdentity(
 absl::Status Authenticator::CheckJoinToken(absl::string_view token) const {
   if (insecure()) return absl::OkStatus();
   absl::StatusOr<TokenHolder> holder = tokens_->Lookup(token);
+  if (!holder.ok() &&
+      holder.status().GetPayload(TokenStore::kExpiredPayload).has_value()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("join_token: ", holder.status().message()));
+  }
   if (!holder.ok() || holder->role != TokenRole::kJoin) {
     return absl::UnauthenticatedError(
         "join_token: not a valid join token; use the one in the "

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/pki.h"
@@ -90,8 +91,31 @@ absl::Status CheckName(const std::string& what, const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> ParseTokenLifetime(const std::string& flag,
+                                           const std::string& text) {
+  int64_t number = 0;
+  int64_t unit = 0;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 's': unit = 1; break;
+      case 'm': unit = 60; break;
+      case 'h': unit = 3600; break;
+      case 'd': unit = 86400; break;
+      default: break;
+    }
+  }
+  if (unit == 0 || !absl::SimpleAtoi(text.substr(0, text.size() - 1), &number) ||
+      number <= 0 || number > 3650 * 86400 / unit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", text, "': want a whole number of s, m, h or d, e.g. 2h "
+        "(at most 10 years)"));
+  }
+  return number * unit;
+}
+
 absl::StatusOr<std::string> AddToken(const std::string& state_dir,
-                                     TokenRole role, const std::string& name) {
+                                     TokenRole role, const std::string& name,
+                                     int64_t expires_unix_s) {
   RETURN_IF_ERROR(CheckName("name", name));
   ClusterFiles files(state_dir);
   RETURN_IF_ERROR(MakePrivateDir(state_dir + "/auth"));
@@ -116,7 +140,9 @@ absl::StatusOr<std::string> AddToken(const std::string& state_dir,
   const std::string token = pki::RandomToken(
       role == TokenRole::kJoin ? "tcjoin_" : "tcu_");
   existing += absl::StrCat(TokenRoleName(role), " ", name, " ",
-                           pki::Sha256Hex(token), "\n");
+                           pki::Sha256Hex(token));
+  if (expires_unix_s > 0) absl::StrAppend(&existing, " expires=", expires_unix_s);
+  existing += "\n";
   RETURN_IF_ERROR(WritePrivate(files.tokens, existing));
   return token;
 }

@@ -43,9 +43,17 @@ enum class TokenRole { kUser, kAdmin, kJoin };
 const char* TokenRoleName(TokenRole role);
 
 // Adds a token for `name` with `role` to auth/tokens and returns it; the
-// token itself is stored nowhere. Names: 1-64 of [A-Za-z0-9._@-].
+// token itself is stored nowhere. Names: 1-64 of [A-Za-z0-9._@-]. With
+// expires_unix_s > 0 the token is refused from that time on (its line
+// ends "expires=UNIX_SECONDS").
 absl::StatusOr<std::string> AddToken(const std::string& state_dir,
-                                     TokenRole role, const std::string& name);
+                                     TokenRole role, const std::string& name,
+                                     int64_t expires_unix_s = 0);
+
+// "90s", "30m", "2h", "7d" (a whole number and a unit) in seconds;
+// INVALID_ARGUMENT naming `flag` and the value otherwise.
+absl::StatusOr<int64_t> ParseTokenLifetime(const std::string& flag,
+                                           const std::string& text);
 
 // Validates a user or worker name (the rule above); errors name `what`.
 absl::Status CheckName(const std::string& what, const std::string& name);

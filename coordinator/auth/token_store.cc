@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <ctime>
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
 #include "common/pki.h"
@@ -34,7 +38,13 @@ absl::Status TokenStore::ReloadIfChangedLocked() {
     std::vector<absl::string_view> fields =
         absl::StrSplit(line, ' ', absl::SkipEmpty());
     TokenHolder holder;
-    bool ok = fields.size() == 3 && fields[2].size() == 64;
+    bool ok = (fields.size() == 3 || fields.size() == 4) &&
+              fields[2].size() == 64;
+    if (ok && fields.size() == 4) {
+      ok = absl::ConsumePrefix(&fields[3], "expires=") &&
+           absl::SimpleAtoi(fields[3], &holder.expires_unix_s) &&
+           holder.expires_unix_s > 0;
+    }
     if (ok && fields[0] == "admin") {
       holder.role = TokenRole::kAdmin;
     } else if (ok && fields[0] == "user") {
@@ -44,7 +54,8 @@ absl::Status TokenStore::ReloadIfChangedLocked() {
     } else {
       // One bad line must not lock everyone out; say where it is.
       TLOG_WARNING << path_ << ":" << line_number
-                   << ": ignored (want: admin|user|join NAME SHA256)";
+                   << ": ignored (want: admin|user|join NAME SHA256 "
+                      "[expires=UNIX_SECONDS])";
       continue;
     }
     holder.name = std::string(fields[1]);
@@ -65,6 +76,17 @@ absl::StatusOr<TokenHolder> TokenStore::Lookup(absl::string_view token) {
     return absl::UnauthenticatedError(
         "unknown or revoked token; ask an admin for one "
         "(`trainctl-coordinator add-user NAME`) and run `trainctl login`");
+  }
+  if (it->second.expires_unix_s > 0 &&
+      static_cast<int64_t>(std::time(nullptr)) >= it->second.expires_unix_s) {
+    absl::Status expired = absl::UnauthenticatedError(absl::StrCat(
+        "the token of '", it->second.name, "' expired at ",
+        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                         absl::FromUnixSeconds(it->second.expires_unix_s),
+                         absl::UTCTimeZone()),
+        "; ask an admin for a new one"));
+    expired.SetPayload(kExpiredPayload, absl::Cord());
+    return expired;
   }
   return it->second;
 }

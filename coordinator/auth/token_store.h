@@ -17,14 +17,19 @@ namespace trainctl::coordinator::auth {
 struct TokenHolder {
   TokenRole role = TokenRole::kUser;
   std::string name;
+  int64_t expires_unix_s = 0;  // 0: never
 };
 
 class TokenStore {
  public:
+  // Set (empty) on the status of a known token past its expiry, so callers
+  // can say "expired" rather than "unknown".
+  static constexpr char kExpiredPayload[] = "trainctl/token-expired";
+
   explicit TokenStore(std::string path) : path_(std::move(path)) {}
 
-  // UNAUTHENTICATED for an unknown token (the message never repeats it);
-  // UNAVAILABLE when the file cannot be read.
+  // UNAUTHENTICATED for an unknown or expired token (the message never
+  // repeats it); UNAVAILABLE when the file cannot be read.
   absl::StatusOr<TokenHolder> Lookup(absl::string_view token);
 
  private:

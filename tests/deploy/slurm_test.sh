@@ -1,10 +1,13 @@
 #!/bin/bash
 # deploy/slurm/trainctl-workers.sbatch: valid bash (bash -n), clean for the
 # ShellCheck linter when installed, and, run against stand-ins for srun,
-# hostname and trainctl-worker, starts one worker per node with the right
-# flags: the cluster CA and the join token (a file by flag, or the token in
-# the environment, never on a command line) and a state directory of its
-# own; refuses to start without them unless --insecure. No Slurm is needed.
+# hostname and trainctl-worker, first joins every node (`--join-only` with
+# the cluster CA and the join token: a file by flag, or the token in the
+# environment, never on a command line), then starts one worker per node
+# with the right flags and a state directory of its own, from a process
+# that no longer holds the token (neither the workers nor the srun that
+# replaced the batch shell); refuses to start without a CA and token unless
+# --insecure. No Slurm is needed.
 set -euo pipefail
 script="${TRAINCTL_SOURCE_DIR:?}/deploy/slurm/trainctl-workers.sbatch"
 
@@ -21,9 +24,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/bin"
 # srun stand-in: checks it was asked for one task per node, then runs the
-# task once per fake node, as Slurm would on each node.
-cat > "$tmp/bin/srun" <<'SRUN'
+# task once per fake node, as Slurm would on each node. The workers' step
+# (--kill-on-bad-exit=0) replaced the batch shell: it records whether its
+# environment still holds a token.
+cat > "$tmp/bin/srun" <<SRUN
 #!/bin/bash
+if [[ " \$* " == *" --kill-on-bad-exit=0 "* ]] &&
+   [ -n "\${TRAINCTL_JOIN_TOKEN:-}\${TRAINCTL_JOIN_TOKEN_FILE:-}" ]; then
+  echo "the workers' srun holds the token" >> "$tmp/calls"
+fi
+SRUN
+cat >> "$tmp/bin/srun" <<'SRUN'
 [[ " $* " == *" --ntasks-per-node=1 "* ]] || { echo "srun: no --ntasks-per-node=1: $*" >&2; exit 90; }
 while [ $# -gt 0 ] && [[ "$1" == -* ]]; do shift; done
 for node in node1 node2; do
@@ -32,11 +43,14 @@ done
 SRUN
 # shellcheck disable=SC2016  # $FAKE_HOST expands when the stand-in runs
 printf '#!/bin/bash\necho "$FAKE_HOST"\n' > "$tmp/bin/hostname"
-# The stand-in worker records its command line, and the join token its
-# environment holds (as "env token: ..." when there is one).
+# The stand-in worker records its command line, and the join token or token
+# file its environment holds (as "env token: ..." when there is one).
 # shellcheck disable=SC2016  # expanded when the stand-in runs
-printf '#!/bin/bash\necho "$*" >> "%s/calls"\n[ -z "${TRAINCTL_JOIN_TOKEN:-}" ] || echo "env token: $TRAINCTL_JOIN_TOKEN" >> "%s/calls"\n' \
-  "$tmp" "$tmp" > "$tmp/bin/fake-worker"
+printf '#!/bin/bash\necho "$*" >> "%s/calls"\n[ -z "${TRAINCTL_JOIN_TOKEN:-}" ] || echo "env token: $TRAINCTL_JOIN_TOKEN" >> "%s/calls"\n[ -z "${TRAINCTL_JOIN_TOKEN_FILE:-}" ] || echo "env token file" >> "%s/calls"\n' \
+  "$tmp" "$tmp" "$tmp" > "$tmp/bin/fake-worker"
+# shellcheck disable=SC2016  # expanded when the stand-in runs
+echo '[[ " $* " != *" --join-only "* ]] || [ -z "${FAKE_JOIN_FAILS:-}" ] || exit 3' \
+  >> "$tmp/bin/fake-worker"
 chmod +x "$tmp/bin/"*
 echo "-----BEGIN CERTIFICATE-----" > "$tmp/ca.crt"
 echo "tcjoin_file" > "$tmp/join.token"
@@ -66,19 +80,34 @@ expect_calls() {
 run SLURM_GPUS_ON_NODE=4 TRAINCTL_WORKER_ARGS="--kill-grace-ms 500" \
   bash "$script" head:7070 > "$tmp/out"
 expect_calls "flags from the allocation" \
-"--coordinator head:7070 --name slurm-42-node1 --slots 4 --cpus 8 --collective-host node1 --ca-cert $tmp/ca.crt --join-token-file $tmp/join.token --state-dir /scratch/slurm-42-node1 --kill-grace-ms 500
---coordinator head:7070 --name slurm-42-node2 --slots 4 --cpus 8 --collective-host node2 --ca-cert $tmp/ca.crt --join-token-file $tmp/join.token --state-dir /scratch/slurm-42-node2 --kill-grace-ms 500"
-echo "ok: one worker per node, flags from the allocation, CA and join token file, a state directory each"
+"--join-only --coordinator head:7070 --name slurm-42-node1 --slots 4 --ca-cert $tmp/ca.crt --join-token-file $tmp/join.token --state-dir /scratch/slurm-42-node1 --kill-grace-ms 500
+env token file
+--join-only --coordinator head:7070 --name slurm-42-node2 --slots 4 --ca-cert $tmp/ca.crt --join-token-file $tmp/join.token --state-dir /scratch/slurm-42-node2 --kill-grace-ms 500
+env token file
+--coordinator head:7070 --name slurm-42-node1 --slots 4 --cpus 8 --collective-host node1 --ca-cert $tmp/ca.crt --state-dir /scratch/slurm-42-node1 --kill-grace-ms 500
+--coordinator head:7070 --name slurm-42-node2 --slots 4 --cpus 8 --collective-host node2 --ca-cert $tmp/ca.crt --state-dir /scratch/slurm-42-node2 --kill-grace-ms 500"
+echo "ok: every node joins first with the CA and the join token file; then one worker per node, flags from the allocation, a state directory each, and no token anywhere"
 
 run TRAINCTL_COORDINATOR=c:1 TRAINCTL_SLOTS=2 TRAINCTL_JOIN_TOKEN_FILE= \
   TRAINCTL_JOIN_TOKEN=tcjoin_env TRAINCTL_WORKER_STATE=/var/tw \
   bash "$script" > /dev/null
 expect_calls "coordinator, slots, token and state from the environment" \
-"--coordinator c:1 --name slurm-42-node1 --slots 2 --cpus 8 --collective-host node1 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node1
+"--join-only --coordinator c:1 --name slurm-42-node1 --slots 2 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node1
 env token: tcjoin_env
---coordinator c:1 --name slurm-42-node2 --slots 2 --cpus 8 --collective-host node2 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node2
-env token: tcjoin_env"
-echo "ok: coordinator, slots and state directory from the environment; TRAINCTL_JOIN_TOKEN reaches the workers' environment, not their command lines"
+--join-only --coordinator c:1 --name slurm-42-node2 --slots 2 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node2
+env token: tcjoin_env
+--coordinator c:1 --name slurm-42-node1 --slots 2 --cpus 8 --collective-host node1 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node1
+--coordinator c:1 --name slurm-42-node2 --slots 2 --cpus 8 --collective-host node2 --ca-cert $tmp/ca.crt --state-dir /var/tw/slurm-42-node2"
+echo "ok: coordinator, slots and state directory from the environment; TRAINCTL_JOIN_TOKEN reaches the join step's environment, never a command line, and not the workers"
+
+rc=0
+run FAKE_JOIN_FAILS=1 bash "$script" head:7070 > /dev/null 2>&1 || rc=$?
+if [ "$rc" -eq 0 ] || grep -q -- "--collective-host" "$tmp/calls"; then
+  echo "FAIL: a failed join step (exit $rc) went on to start workers" >&2
+  cat "$tmp/calls" >&2; exit 1
+fi
+rm -f "$tmp/calls"
+echo "ok: a node that cannot join ends the allocation before any worker starts"
 
 run TRAINCTL_CA_CERT= TRAINCTL_JOIN_TOKEN_FILE= \
   TRAINCTL_WORKER_ARGS="--insecure" bash "$script" h:1 > /dev/null

@@ -279,7 +279,33 @@ TEST_F(AuthTest, WorkersNeedACertificateFromTheClusterNamedAfterThem) {
         blank_token},
        "--join-token-file and --join-token"},
   };
-  for (const Case& c : cases) {
+  // A join token past its --expires-in says so (the rest of the cases say
+  // "not a valid join token"): made with add-user, then aged in the file.
+  std::vector<Case> all = cases;
+  {
+    const std::string out = cluster_->dir() + "/add-expiring";
+    Process add({std::string(TRAINCTL_BIN_DIR) + "/trainctl-coordinator",
+                 "add-user", "slurm-7", "--join", "--expires-in", "2h",
+                 "--state-dir", cluster_->state_dir()},
+                out);
+    ASSERT_EQ(add.Wait(seconds(30)), 0) << Slurp(out);
+    EXPECT_THAT(Slurp(out), HasSubstr("it expires in 2h"));
+    const std::string text = Slurp(out);
+    const std::string token = text.substr(text.find("tcjoin_"), 7 + 64);
+    const std::string tokens_file = cluster_->state_dir() + "/auth/tokens";
+    std::string tokens = Slurp(tokens_file);
+    const size_t line = tokens.find("join slurm-7 ");
+    ASSERT_NE(line, std::string::npos);
+    const size_t at = tokens.find(" expires=", line);
+    ASSERT_NE(at, std::string::npos) << tokens;
+    tokens.replace(at, tokens.find('\n', at) - at, " expires=1000000000");
+    std::ofstream(tokens_file + ".new") << tokens;
+    ASSERT_EQ(std::rename((tokens_file + ".new").c_str(), tokens_file.c_str()),
+              0);
+    all.push_back({"x11", {"--ca-cert", ca, "--join-token", token},
+                   "the token of 'slurm-7' expired at 2001-09-09"});
+  }
+  for (const Case& c : all) {
     Process& worker = cluster_->StartWorker(c.name, 1, 1, c.flags,
                                             /*with_credentials=*/false);
     EXPECT_EQ(worker.Wait(seconds(60)), 1) << c.name;

@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include "common/atomic_file.h"
 #include "common/pki.h"
 #include "coordinator/auth/cluster_files.h"
@@ -19,6 +21,7 @@ namespace trainctl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace auth = coordinator::auth;
 
 struct Ca {
@@ -147,6 +150,55 @@ TEST_F(ClusterFilesTest, TokensResolveToTheirHolderAndRevokingTakesEffect) {
   EXPECT_EQ(store.Lookup(alice).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(store.Lookup(admin.substr(0, admin.find('\n'))).ok());
+}
+
+// A join token for one Slurm allocation: refused once it expires, so the
+// copy jobs' code could read (they run as the same user) is worth nothing.
+TEST_F(ClusterFilesTest, AnExpiredTokenIsRefusedSayingSo) {
+  ASSERT_TRUE(auth::InitCluster(dir_, {}).ok());
+  auth::ClusterFiles files(dir_);
+  auth::TokenStore store(files.tokens);
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  const std::string later =
+      *auth::AddToken(dir_, auth::TokenRole::kJoin, "slurm-a", now + 86400);
+  const std::string past =
+      *auth::AddToken(dir_, auth::TokenRole::kJoin, "slurm-b", 1'000'000'000);
+  EXPECT_THAT(*ReadWholeFile(files.tokens),
+              HasSubstr(" expires=" + std::to_string(now + 86400) + "\n"));
+  absl::StatusOr<auth::TokenHolder> holder = store.Lookup(later);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  EXPECT_EQ(holder->role, auth::TokenRole::kJoin);
+  EXPECT_EQ(holder->expires_unix_s, now + 86400);
+  absl::Status expired = store.Lookup(past).status();
+  EXPECT_EQ(expired.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(expired.message()),
+              HasSubstr("the token of 'slurm-b' expired at 2001-09-09"));
+  EXPECT_THAT(std::string(expired.message()), Not(HasSubstr(past)));
+  EXPECT_TRUE(
+      expired.GetPayload(auth::TokenStore::kExpiredPayload).has_value());
+  // A malformed expiry skips the line, as any malformed line.
+  std::string text = *ReadWholeFile(files.tokens);
+  const size_t at = text.find(" expires=" + std::to_string(now + 86400));
+  text.replace(at, text.find('\n', at) - at, " expires=soon");
+  ASSERT_TRUE(WriteFileAtomically(files.tokens, text).ok());
+  EXPECT_EQ(store.Lookup(later).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST(TokenLifetimeTest, ParsesWholeUnitsAndNamesTheFlagOtherwise) {
+  EXPECT_EQ(*auth::ParseTokenLifetime("--expires-in", "90s"), 90);
+  EXPECT_EQ(*auth::ParseTokenLifetime("--expires-in", "30m"), 1800);
+  EXPECT_EQ(*auth::ParseTokenLifetime("--expires-in", "2h"), 7200);
+  EXPECT_EQ(*auth::ParseTokenLifetime("--expires-in", "7d"), 7 * 86400);
+  for (const std::string bad : {"", "h", "2", "-1h", "0d", "1.5h", "2w",
+                                "99999d"}) {
+    absl::StatusOr<int64_t> parsed =
+        auth::ParseTokenLifetime("--expires-in", bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_THAT(std::string(parsed.status().message()),
+                HasSubstr("--expires-in '" + bad + "'"));
+  }
 }
 
 TEST_F(ClusterFilesTest, NamesAreChecked) {
