@@ -202,5 +202,60 @@ TEST(ModelsTest, TorchScriptModuleTrainsInPlace) {
                         "/nonexistent.pt"));
 }
 
+// A module's own loss(inputs, targets) replaces the task's in training;
+// one with another signature is refused when the model is built, naming
+// model.path.
+TEST(ModelsTest, TorchScriptModuleMayBringItsOwnLoss) {
+  auto save = [](const std::string& code) {
+    torch::jit::Module module("WithLoss");
+    module.register_parameter(
+        "weight", torch::zeros({10, 784}).requires_grad_(true), false);
+    module.define(code);
+    char path[] = "/tmp/trainctl-ts-XXXXXX";
+    const int fd = mkstemp(path);
+    EXPECT_GE(fd, 0);
+    close(fd);
+    module.save(path);
+    return std::string(path);
+  };
+  const std::string forward = R"(
+    def forward(self, x):
+        return torch.matmul(x.flatten(1), self.weight.t())
+  )";
+  const std::string good = save(forward + R"(
+    def loss(self, x, y):
+        return torch.mean((self.forward(x) - 2.0) ** 2)
+  )");
+  auto model = Build(Spec("model: {type: torchscript, path: " + good + "}\n" + kIdx),
+                     Images());
+  ASSERT_NE(model, nullptr);
+  EXPECT_TRUE(model->HasCustomLoss());
+  torch::Tensor loss =
+      model->CustomLoss(torch::rand({4, 1, 28, 28}), torch::tensor({1, 2, 3, 4}));
+  EXPECT_EQ(loss.numel(), 1);
+  EXPECT_NEAR(loss.item<double>(), 4.0, 1e-6);  // outputs 0, target 2
+  std::remove(good.c_str());
+
+  const std::string plain = save(forward);
+  auto without = Build(Spec("model: {type: torchscript, path: " + plain + "}\n" + kIdx),
+                       Images());
+  ASSERT_NE(without, nullptr);
+  EXPECT_FALSE(without->HasCustomLoss());
+  std::remove(plain.c_str());
+
+  const std::string bad = save(forward + R"(
+    def loss(self, x):
+        return self.forward(x).sum()
+  )");
+  absl::StatusOr<std::unique_ptr<Model>> refused = BuildModel(
+      Spec("model: {type: torchscript, path: " + bad + "}\n" + kIdx), Images());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("model.path: " + bad + ": its loss method must be "
+                        "loss(self, inputs: Tensor, targets: Tensor) -> Tensor "
+                        "(it has 1 arguments besides self"));
+  std::remove(bad.c_str());
+}
+
 }  // namespace
 }  // namespace trainctl::train

@@ -292,9 +292,19 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       mark = Clock::now();
       {
         AutocastScope autocast(t.precision(), ctx.device);
-        torch::Tensor loss =
-            TaskLoss(spec.task(), model->Forward(batch.inputs), batch.targets) /
-            accum;
+        torch::Tensor loss;
+        if (model->HasCustomLoss()) {
+          loss = model->CustomLoss(batch.inputs, batch.targets);
+          if (loss.numel() != 1) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "model.path: ", spec.model().path(), ": loss() returned a ",
+                "tensor of ", loss.numel(), " elements; it must return a scalar"));
+          }
+          loss = loss.to(torch::kFloat32).reshape({}) / accum;
+        } else {
+          loss = TaskLoss(spec.task(), model->Forward(batch.inputs), batch.targets) /
+                 accum;
+        }
         local_loss.add_(loss.detach().to(torch::kFloat32).reshape({1}));
         // Only the last micro-batch's backward launches the all-reduce.
         const bool last = m + 1 == accum;

@@ -40,9 +40,15 @@ class NativeModel : public Model {
 class TorchScriptModel : public Model {
  public:
   explicit TorchScriptModel(torch::jit::Module module)
-      : module_(std::move(module)) {}
+      : module_(std::move(module)),
+        custom_loss_(module_.find_method("loss").has_value()) {}
   torch::Tensor Forward(const torch::Tensor& inputs) override {
     return module_.forward({inputs}).toTensor();
+  }
+  bool HasCustomLoss() const override { return custom_loss_; }
+  torch::Tensor CustomLoss(const torch::Tensor& inputs,
+                           const torch::Tensor& targets) override {
+    return module_.run_method("loss", inputs, targets).toTensor();
   }
   std::vector<torch::Tensor> Parameters() override {
     std::vector<torch::Tensor> out;
@@ -62,7 +68,28 @@ class TorchScriptModel : public Model {
 
  private:
   torch::jit::Module module_;
+  const bool custom_loss_;
 };
+
+// OK when the module has no `loss` method or one that takes (inputs,
+// targets) and returns a tensor; else INVALID_ARGUMENT naming model.path.
+absl::Status CheckCustomLoss(torch::jit::Module& module, const std::string& path) {
+  const auto method = module.find_method("loss");
+  if (!method.has_value()) return absl::OkStatus();
+  const c10::FunctionSchema& schema = method->function().getSchema();
+  const bool takes_two = schema.arguments().size() == 3;  // self, inputs, targets
+  const bool returns_tensor =
+      schema.returns().size() == 1 &&
+      schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
+  if (takes_two && returns_tensor) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "model.path: ", path, ": its loss method must be "
+      "loss(self, inputs: Tensor, targets: Tensor) -> Tensor (it has ",
+      schema.arguments().size() - 1, " arguments besides self and returns ",
+      schema.returns().size() == 1 ? schema.returns()[0].type()->str()
+                                   : absl::StrCat(schema.returns().size(), " values"),
+      ")"));
+}
 
 int64_t Product(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -156,6 +183,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
                      "archive, or one this LibTorch cannot read; the details "
                      "are not shown)"
                    : strerror(stat_errno)));
+      }
+      if (absl::Status loss = CheckCustomLoss(module, m.path()); !loss.ok()) {
+        return loss;
       }
       return std::make_unique<TorchScriptModel>(std::move(module));
     }

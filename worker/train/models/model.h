@@ -29,6 +29,15 @@ class Model {
   virtual std::vector<std::pair<std::string, torch::Tensor>> NamedState() = 0;
   virtual void SetTraining(bool training) = 0;
   virtual void To(const torch::Device& device) = 0;
+  // A TorchScript module may define its own training loss,
+  //   def loss(self, inputs, targets) -> Tensor   (a scalar)
+  // which training then uses instead of the task's (distillation from a
+  // frozen teacher, contrastive losses); evaluation still scores Forward.
+  virtual bool HasCustomLoss() const { return false; }
+  virtual torch::Tensor CustomLoss(const torch::Tensor& inputs,
+                                   const torch::Tensor& targets) {
+    return {};
+  }
 };
 
 // Builds the model the spec names, sized from the spec and the data
