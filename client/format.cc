@@ -102,7 +102,8 @@ std::string FormatTimestamp(int64_t unix_ms, absl::TimeZone tz) {
 std::string FormatMetricValue(const std::string& key, double value) {
   std::string number;
   if (key == "loss" || absl::EndsWith(key, "_loss") || key == "accuracy" ||
-      absl::EndsWith(key, "_accuracy")) {
+      absl::EndsWith(key, "_accuracy") || key == "eval_f1" ||
+      key == "eval_precision" || key == "eval_recall") {
     number = absl::StrFormat("%.4f", value);
   } else if (key == "samples_per_sec" || key == "tokens_per_sec") {
     number = absl::StrFormat("%.1f", value);
@@ -129,8 +130,11 @@ std::vector<std::string> MetricHeadlineKeys(const v1::MetricPoint& point) {
   }
   if (point.kind() == "eval") {
     for (const auto& [key, value] : v) {
+      // Per-class scores (eval_f1_3) and the precision/recall behind the
+      // F1 are there with --wide.
       const bool result = absl::EndsWith(key, "accuracy") || absl::EndsWith(key, "loss") ||
-                          absl::EndsWith(key, "perplexity") || absl::EndsWith(key, "mse");
+                          absl::EndsWith(key, "perplexity") || absl::EndsWith(key, "mse") ||
+                          key == "eval_f1";
       if (result) keys.push_back(key);
     }
     std::sort(keys.begin(), keys.end());

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/eval_metric_names.h"
 #include "common/spec_reader.h"
 #include "common/utf8_sanitize.h"
 
@@ -236,6 +237,8 @@ void ReadTraining(SpecReader& top, v1::TrainingSpec* t, Errors* errors) {
   t->set_eval_batch_size(s.Int("eval_batch_size", 512, 1, 1 << 20));
   t->set_bucket_mb(s.Int("bucket_mb", 25, 1, 4096));
   t->set_prefetch_batches(s.Int("prefetch_batches", 2, 1, 64));
+  t->set_eval_top_k(s.Int("eval_top_k", 5, 0, 1000));
+  t->set_eval_per_class(s.Bool("eval_per_class", false));
   s.RejectUnknown();
 }
 
@@ -366,6 +369,12 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
                           !c.keep_best_by().empty())) {
     errors->push_back("checkpoint.dir: is required when checkpoints are "
                       "configured");
+  }
+  if (!c.keep_best_by().empty()) {
+    if (absl::Status known = CheckEvalMetricName(spec, c.keep_best_by());
+        !known.ok()) {
+      errors->push_back(absl::StrCat("checkpoint.keep_best_by: ", known.message()));
+    }
   }
   if (spec.fault_tolerance().elastic() &&
       spec.fault_tolerance().max_workers() == spec.ranks()) {

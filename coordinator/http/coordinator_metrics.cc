@@ -139,7 +139,7 @@ void WriteClusterMetrics(const std::vector<v1::Job>& jobs,
          });
   out.Family("trainctl_job_eval", "gauge",
              "Latest evaluation results, one series per metric "
-             "(eval_loss, eval_accuracy, eval_perplexity).");
+             "(eval_loss, eval_accuracy, eval_f1, eval_perplexity, ...).");
   for (const v1::Job* job : shown) {
     // std::map: a stable order, so the output is deterministic.
     std::map<std::string, double> values(job->latest_eval().values().begin(),

@@ -194,6 +194,19 @@ TEST(FormatTest, TrainAndEvalLinesShowWhatAPersonReadsUnlessWide) {
     (*eval.mutable_values())[key] = value;
   }
   EXPECT_EQ(FormatMetricValues(eval, false), "eval_accuracy 0.8476 eval_loss 0.4204");
+  // The macro F1 and top-5 are headline results; per-class scores and the
+  // precision and recall behind the F1 wait for --wide.
+  v1::MetricPoint scored = eval;
+  for (const auto& [key, value] : std::map<std::string, double>{
+           {"eval_f1", 0.84812}, {"eval_precision", 0.8501}, {"eval_recall", 0.8476},
+           {"eval_f1_3", 0.9}, {"eval_top5_accuracy", 0.99591}}) {
+    (*scored.mutable_values())[key] = value;
+  }
+  EXPECT_EQ(FormatMetricValues(scored, false),
+            "eval_accuracy 0.8476 eval_f1 0.8481 eval_loss 0.4204 "
+            "eval_top5_accuracy 0.9959");
+  EXPECT_THAT(FormatMetricValues(scored, true), HasSubstr("eval_f1_3 0.9"));
+  EXPECT_THAT(FormatMetricValues(scored, true), HasSubstr("eval_precision 0.8501"));
   // The event line follows the context's --wide.
   v1::JobEvent event;
   *event.mutable_metric() = train;

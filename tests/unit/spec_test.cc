@@ -32,6 +32,8 @@ TEST(SpecTest, FillsDefaults) {
   EXPECT_EQ(spec->training().epochs(), 1);
   EXPECT_EQ(spec->training().batch_size(), 64);
   EXPECT_EQ(PerRankBatch(*spec), 32);
+  EXPECT_EQ(spec->training().eval_top_k(), 5);
+  EXPECT_FALSE(spec->training().eval_per_class());
 }
 
 TEST(SpecTest, AcceptsJson) {
@@ -299,6 +301,51 @@ TEST(SpecTest, FaultToleranceAndCheckpointDefaults) {
   EXPECT_FALSE(spec.fault_tolerance().elastic());
   EXPECT_EQ(spec.checkpoint().keep_best_mode(), "min");  // a loss
   EXPECT_EQ(spec.checkpoint().every_steps(), 0);
+}
+
+// keep_best_by names a metric the job reports, or it is refused at
+// submission (a typo used to keep no best checkpoint, silently).
+TEST(SpecTest, KeepBestByMustNameAMetricTheJobReports) {
+  const std::string base =
+      "model: mlp\ndata: {train_images: a, train_labels: b}\n";
+  for (const std::string good :
+       {"f1", "eval_f1", "precision", "recall", "top5_accuracy", "accuracy",
+        "eval_loss"}) {
+    absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+        base + "checkpoint: {dir: /c, keep_best_by: " + good + "}\n");
+    ASSERT_TRUE(spec.ok()) << good << ": " << spec.status();
+    EXPECT_EQ(spec->checkpoint().keep_best_mode(),
+              good.find("loss") != std::string::npos ? "min" : "max")
+        << good;
+  }
+  absl::StatusOr<v1::JobSpec> typo = ParseJobSpec(
+      base + "checkpoint: {dir: /c, keep_best_by: f1_macro}\n");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_THAT(std::string(typo.status().message()),
+              HasSubstr("checkpoint.keep_best_by: 'f1_macro' is not an "
+                        "evaluation metric of a classification job"));
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("eval_f1"));
+  absl::StatusOr<v1::JobSpec> per_class = ParseJobSpec(
+      base + "checkpoint: {dir: /c, keep_best_by: f1_3}\n");
+  ASSERT_FALSE(per_class.ok());
+  EXPECT_THAT(std::string(per_class.status().message()),
+              HasSubstr("need training.eval_per_class: true"));
+  EXPECT_TRUE(ParseJobSpec(base +
+                           "training: {eval_per_class: true, eval_top_k: 3}\n"
+                           "checkpoint: {dir: /c, keep_best_by: f1_3}\n")
+                  .ok());
+  EXPECT_FALSE(ParseJobSpec(base + "training: {eval_top_k: 3}\n"
+                            "checkpoint: {dir: /c, keep_best_by: top5_accuracy}\n")
+                   .ok());
+  // A language model has no F1, and a perplexity is kept by its minimum.
+  const std::string lm =
+      "task: language_model\nmodel: {type: gpt}\n"
+      "data: {format: text, train_path: /t}\n";
+  EXPECT_FALSE(ParseJobSpec(lm + "checkpoint: {dir: /c, keep_best_by: f1}\n").ok());
+  absl::StatusOr<v1::JobSpec> ppl = ParseJobSpec(
+      lm + "checkpoint: {dir: /c, keep_best_by: perplexity}\n");
+  ASSERT_TRUE(ppl.ok()) << ppl.status();
+  EXPECT_EQ(ppl->checkpoint().keep_best_mode(), "min");
 }
 
 TEST(SpecTest, ReportsEveryProblemAtOnce) {

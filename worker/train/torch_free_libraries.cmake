@@ -8,6 +8,13 @@ add_library(trainctl_tensorboard STATIC ${_train}/tensorboard_writer.cc)
 target_compile_options(trainctl_tensorboard PRIVATE ${TRAINCTL_WARNINGS})
 target_link_libraries(trainctl_tensorboard PUBLIC trainctl_common trainctl_proto)
 
+# Precision, recall, F1 and the confusion matrix from class counts
+# (eval_metrics.h); evaluation.cc counts on the device.
+add_library(trainctl_eval_metrics STATIC ${_train}/eval_metrics.cc)
+target_compile_options(trainctl_eval_metrics PRIVATE ${TRAINCTL_WARNINGS})
+target_include_directories(trainctl_eval_metrics PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(trainctl_eval_metrics PUBLIC absl::strings)
+
 # malloc settings for the rank process (heap_reuse.h).
 add_library(trainctl_heap_reuse STATIC ${_train}/heap_reuse.cc)
 target_compile_options(trainctl_heap_reuse PRIVATE ${TRAINCTL_WARNINGS})

@@ -238,9 +238,21 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     if (!data.eval) return;
     progress.Enter(RankProgress::Phase::kEvaluation);
     AutocastScope autocast(t.precision(), ctx.device);
+    EvalOptions options;
+    options.top_k = t.eval_top_k();
+    options.per_class = t.eval_per_class();
+    std::vector<std::string> confusion;
     result.eval = Evaluate(*model, *data.eval, spec.task(), ctx.rank,
-                           ctx.world_size, t.eval_batch_size(), ctx.device, sync);
+                           ctx.world_size, t.eval_batch_size(), ctx.device, sync,
+                           options, ctx.rank == 0 ? &confusion : nullptr);
     report("eval", step, epoch, result.eval);
+    if (!confusion.empty()) {
+      // Into the job's log, one line a row.
+      std::cout << "confusion matrix at step " << step << " (rows: label, "
+                << "columns: predicted class)\n";
+      for (const std::string& line : confusion) std::cout << line << "\n";
+      std::cout.flush();
+    }
     eval_now = result.eval;
   };
 
