@@ -169,6 +169,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
             return store->ReadEvents(job_id, from_seq, max_events);
           },
           options_.event_tail_bytes),
+      rendezvous_journal_(*store_),
+      rendezvous_(&rendezvous_journal_),
       jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
       jobs_service_(jobs_, events_, stopping_, *security_.auth,
@@ -185,12 +187,60 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
+void CoordinatorServer::StoreRendezvousJournal::Erase(const std::string& job_id,
+                                                      int generation,
+                                                      const std::string& key) {
+  // A key that comes back after a restart is harmless: c10d deletes only
+  // keys it no longer reads.
+  if (absl::Status s = store_.EraseRendezvousKey(job_id, generation, key);
+      !s.ok()) {
+    TLOG_WARNING << "cannot forget a rendezvous key of job " << job_id << ": "
+                 << s.message();
+  }
+}
+
+void CoordinatorServer::StoreRendezvousJournal::Drop(const std::string& job_id,
+                                                     int below_generation) {
+  // Kept keys of an ended generation are dropped again at the next start.
+  if (absl::Status s = store_.DropRendezvous(job_id, below_generation);
+      !s.ok()) {
+    TLOG_WARNING << "cannot forget the rendezvous keys of job " << job_id
+                 << ": " << s.message();
+  }
+}
+
+absl::Status CoordinatorServer::RestoreRendezvous() {
+  ASSIGN_OR_RETURN(std::vector<RendezvousRecord> records,
+                   store_->LoadRendezvous());
+  std::map<Rendezvous::Scope, std::map<std::string, std::string>> scopes;
+  for (RendezvousRecord& r : records) {
+    scopes[{r.job_id, r.generation}][std::move(r.key)] = std::move(r.value);
+  }
+  int restored = 0;
+  for (auto& [scope, keys] : scopes) {
+    absl::StatusOr<v1::Job> job = jobs_.Get(scope.job_id);
+    if (job.ok() && job->state() == v1::JOB_STATE_RUNNING &&
+        job->generation() == scope.generation) {
+      rendezvous_.Restore(scope, std::move(keys));
+      ++restored;
+    } else {
+      RETURN_IF_ERROR(store_->DropRendezvous(scope.job_id, scope.generation + 1));
+    }
+  }
+  if (restored > 0) {
+    TLOG_INFO << "restored the rendezvous keys of " << restored
+              << " running generation" << (restored == 1 ? "" : "s");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> CoordinatorServer::Start() {
   JobManager::Retention retention;
   retention.max_finished_jobs = options_.keep_finished_jobs;
   retention.max_age_ms = options_.keep_finished_days * 24 * 3600 * 1000;
   jobs_.SetRetention(retention);
   RETURN_IF_ERROR(jobs_.Recover());
+  RETURN_IF_ERROR(RestoreRendezvous());
   // Reflection's streams are unauthenticated and each holds a server
   // thread: only on request (grpcurl and friends).
   if (options_.reflection) {

@@ -108,10 +108,30 @@ class CoordinatorServer {
   void Shutdown();
 
   JobManager& jobs() { return jobs_; }
+  Rendezvous& rendezvous() { return rendezvous_; }
   const auth::Authenticator& authenticator() const { return *security_.auth; }
 
  private:
   void LeaseLoop();
+  // After Recover: each RUNNING job's current generation gets back the
+  // rendezvous keys the store kept; every other kept key is forgotten.
+  absl::Status RestoreRendezvous();
+
+  // The rendezvous keys in the job store (JobStore::PutRendezvousKey).
+  class StoreRendezvousJournal : public RendezvousJournal {
+   public:
+    explicit StoreRendezvousJournal(JobStore& store) : store_(store) {}
+    absl::Status Put(const std::string& job_id, int generation,
+                     const std::string& key, const std::string& value) override {
+      return store_.PutRendezvousKey({job_id, generation, key, value});
+    }
+    void Erase(const std::string& job_id, int generation,
+               const std::string& key) override;
+    void Drop(const std::string& job_id, int below_generation) override;
+
+   private:
+    JobStore& store_;
+  };
 
   const CoordinatorOptions options_;
   const Clock& clock_;
@@ -119,6 +139,7 @@ class CoordinatorServer {
   std::unique_ptr<JobStore> store_;
   Security security_;
   EventHub events_;
+  StoreRendezvousJournal rendezvous_journal_;
   Rendezvous rendezvous_;
   JobManager jobs_;
   JobsService jobs_service_;

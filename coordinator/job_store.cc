@@ -155,7 +155,46 @@ absl::Status InMemoryJobStore::DeleteJob(const std::string& job_id) {
   for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {
     it = it->first.first == job_id ? checkpoints_.erase(it) : std::next(it);
   }
+  for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
+    it = std::get<0>(it->first) == job_id ? rendezvous_.erase(it) : std::next(it);
+  }
   return absl::OkStatus();
+}
+
+absl::Status InMemoryJobStore::PutRendezvousKey(const RendezvousRecord& record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rendezvous_[{record.job_id, record.generation, record.key}] = record.value;
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryJobStore::EraseRendezvousKey(const std::string& job_id,
+                                                  int generation,
+                                                  const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rendezvous_.erase({job_id, generation, key});
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryJobStore::DropRendezvous(const std::string& job_id,
+                                              int below_generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
+    it = std::get<0>(it->first) == job_id &&
+                 std::get<1>(it->first) < below_generation
+             ? rendezvous_.erase(it)
+             : std::next(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RendezvousRecord>> InMemoryJobStore::LoadRendezvous() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RendezvousRecord> out;
+  for (const auto& [where, value] : rendezvous_) {
+    out.push_back({std::get<0>(where), std::get<1>(where), std::get<2>(where),
+                   value});
+  }
+  return out;
 }
 
 }  // namespace trainctl::coordinator

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,15 @@ struct CheckpointRecord {
   std::optional<double> metric;  // e.g. eval loss, when known
   // The whole record (cursor, size, evaluation); the fields above mirror it.
   v1::Checkpoint info;
+};
+
+// One rendezvous key of a job generation: kept durable so that ranks
+// forming their group across a coordinator crash find what was set.
+struct RendezvousRecord {
+  std::string job_id;
+  int generation = 0;
+  std::string key;
+  std::string value;
 };
 
 // What a store loads of one job.
@@ -115,6 +125,17 @@ class JobStore {
   // checkpoint files), durably. NOT_FOUND when it is not stored.
   virtual absl::Status DeleteJob(const std::string& job_id) = 0;
 
+  // Rendezvous keys (see Rendezvous): Put replaces and is durable when it
+  // returns; Erase and Drop may ride a later commit. Drop forgets the
+  // job's keys of every generation below `below_generation`.
+  virtual absl::Status PutRendezvousKey(const RendezvousRecord& record) = 0;
+  virtual absl::Status EraseRendezvousKey(const std::string& job_id,
+                                          int generation,
+                                          const std::string& key) = 0;
+  virtual absl::Status DropRendezvous(const std::string& job_id,
+                                      int below_generation) = 0;
+  virtual absl::StatusOr<std::vector<RendezvousRecord>> LoadRendezvous() = 0;
+
   // Conveniences: one-record writes, durable at once.
   absl::Status PutJob(const v1::Job& job);
   absl::Status AppendEvent(const std::string& job_id, v1::JobEvent event);
@@ -137,6 +158,12 @@ class InMemoryJobStore : public JobStore {
   absl::Status DeleteCheckpoint(const std::string& job_id,
                                 int64_t step) override;
   absl::Status DeleteJob(const std::string& job_id) override;
+  absl::Status PutRendezvousKey(const RendezvousRecord& record) override;
+  absl::Status EraseRendezvousKey(const std::string& job_id, int generation,
+                                  const std::string& key) override;
+  absl::Status DropRendezvous(const std::string& job_id,
+                              int below_generation) override;
+  absl::StatusOr<std::vector<RendezvousRecord>> LoadRendezvous() override;
 
  private:
   std::mutex mu_;
@@ -147,6 +174,9 @@ class InMemoryJobStore : public JobStore {
   std::map<std::pair<std::string, int64_t>, CheckpointRecord>
       checkpoints_;              // GUARDED_BY(mu_)
   int64_t next_job_number_ = 1;  // GUARDED_BY(mu_)
+  // (job id, generation, key) -> value
+  std::map<std::tuple<std::string, int, std::string>, std::string>
+      rendezvous_;  // GUARDED_BY(mu_)
 };
 
 // Runs a job's events through an EventScan as a store loads them: visits

@@ -57,6 +57,14 @@ absl::Status Rendezvous::PutLocked(const Scope& scope, const std::string& key,
         absl::StrCat("the rendezvous of ", Describe(scope), " would hold over ",
                      kMaxScopeBytes, " bytes, the limit"));
   }
+  if (journal_ != nullptr) {
+    if (absl::Status kept = journal_->Put(scope.job_id, scope.generation, key, value);
+        !kept.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot keep rendezvous key '", key, "' of ", Describe(scope), ": ",
+          kept.message()));
+    }
+  }
   keys.bytes += after - before;
   keys.values[key] = std::move(value);
   return absl::OkStatus();
@@ -211,6 +219,7 @@ bool Rendezvous::Delete(const Scope& scope, const std::string& key) {
   if (it == data_.end()) return false;
   auto kv = it->second.values.find(key);
   if (kv == it->second.values.end()) return false;
+  if (journal_ != nullptr) journal_->Erase(scope.job_id, scope.generation, key);
   it->second.bytes -= static_cast<int64_t>(kv->first.size() + kv->second.size());
   it->second.values.erase(kv);
   return true;
@@ -237,6 +246,24 @@ void Rendezvous::EndGeneration(const std::string& job_id, int generation) {
       it = it->first.job_id == job_id && it->first.generation < below
                ? max_waiters_.erase(it)
                : std::next(it);
+    }
+    if (journal_ != nullptr) {
+      journal_->Drop(job_id, static_cast<int>(std::min<int64_t>(
+                                 below, std::numeric_limits<int>::max())));
+    }
+  }
+  changed_.notify_all();
+}
+
+void Rendezvous::Restore(const Scope& scope,
+                         std::map<std::string, std::string> keys) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Keys& restored = data_[scope];
+    restored.values = std::move(keys);
+    restored.bytes = 0;
+    for (const auto& [key, value] : restored.values) {
+      restored.bytes += static_cast<int64_t>(key.size() + value.size());
     }
   }
   changed_.notify_all();

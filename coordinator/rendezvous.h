@@ -12,6 +12,22 @@
 
 namespace trainctl::coordinator {
 
+// Where the rendezvous keeps its keys durable (the job store), so that a
+// restarted coordinator still has every key the ranks of a running
+// generation had set: ranks forming their group across a crash find them
+// (their store retries once the coordinator is back). Put is durable when
+// it returns; Erase and Drop may be made durable later.
+class RendezvousJournal {
+ public:
+  virtual ~RendezvousJournal() = default;
+  virtual absl::Status Put(const std::string& job_id, int generation,
+                           const std::string& key, const std::string& value) = 0;
+  virtual void Erase(const std::string& job_id, int generation,
+                     const std::string& key) = 0;
+  // Forgets the job's keys of every generation below `below_generation`.
+  virtual void Drop(const std::string& job_id, int below_generation) = 0;
+};
+
 // Key-value store behind c10d rendezvous. Keys live in the scope of one job
 // generation: a new generation starts empty, an ended generation's scope is
 // closed for good (a straggler or a key holder cannot bring it back), and
@@ -22,6 +38,10 @@ namespace trainctl::coordinator {
 // keys appear or the scope closes.
 class Rendezvous {
  public:
+  // With a journal every key change is kept there first (a change the
+  // journal refuses fails with UNAVAILABLE and changes nothing).
+  explicit Rendezvous(RendezvousJournal* journal = nullptr) : journal_(journal) {}
+
   // c10d's own keys number a few per rank; Gloo's values are addresses.
   static constexpr int64_t kMaxKeysPerScope = 65'536;
   static constexpr int64_t kMaxValueBytes = 1 << 20;
@@ -75,6 +95,9 @@ class Rendezvous {
   // Ends every blocked Get/Wait now with UNAVAILABLE, and all later ones.
   void Shutdown();
 
+  // At startup: the scope's keys as the journal kept them.
+  void Restore(const Scope& scope, std::map<std::string, std::string> keys);
+
  private:
   struct Keys {
     std::map<std::string, std::string> values;
@@ -88,6 +111,7 @@ class Rendezvous {
   bool AllPresentLocked(const Scope& scope,
                         const std::vector<std::string>& keys) const;
 
+  RendezvousJournal* const journal_;
   std::mutex mu_;
   std::condition_variable changed_;
   // RESOURCE_EXHAUSTED when the scope has its most waiters already; else

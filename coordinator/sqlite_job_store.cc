@@ -13,7 +13,7 @@
 namespace trainctl::coordinator {
 namespace {
 
-// Version 2; kMigrateFrom1 brings a version 1 file up to it.
+// Version 3; kMigrateFrom1 and kMigrateFrom2 bring older files up to it.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE jobs (
   pos   INTEGER PRIMARY KEY,  -- first-write order = submission order
@@ -40,13 +40,30 @@ CREATE TABLE checkpoints (
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)
   WITHOUT ROWID;
 INSERT INTO counters VALUES ('next_job_number', 1);
-PRAGMA user_version = 2;
+CREATE TABLE rendezvous (     -- c10d keys of running generations (v3)
+  job_id     TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  key        BLOB NOT NULL,
+  value      BLOB NOT NULL,
+  PRIMARY KEY (job_id, generation, key)
+) WITHOUT ROWID;
+PRAGMA user_version = 3;
 )sql";
 
 // From each older version to the next one.
 constexpr char kMigrateFrom1[] = R"sql(
 ALTER TABLE checkpoints ADD COLUMN info BLOB;
 PRAGMA user_version = 2;
+)sql";
+constexpr char kMigrateFrom2[] = R"sql(
+CREATE TABLE rendezvous (
+  job_id     TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  key        BLOB NOT NULL,
+  value      BLOB NOT NULL,
+  PRIMARY KEY (job_id, generation, key)
+) WITHOUT ROWID;
+PRAGMA user_version = 3;
 )sql";
 
 }  // namespace
@@ -191,8 +208,9 @@ absl::Status SqliteJobStore::Init() {
         "state database: give the coordinator another --state-dir"));
   } else if (version == 0) {
     schema = ExecLocked(kSchema);
-  } else if (version == 1) {
-    schema = ExecLocked(kMigrateFrom1);
+  } else {
+    if (version == 1) schema = ExecLocked(kMigrateFrom1);
+    if (schema.ok() && version <= 2) schema = ExecLocked(kMigrateFrom2);
   }
   if (!schema.ok()) {
     ExecLocked("ROLLBACK").IgnoreError();

@@ -33,7 +33,7 @@ namespace trainctl::coordinator {
 // the destructor commits what is pending and closes the file.
 class SqliteJobStore : public JobStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   struct Options {
     int64_t group_commit_ms = 50;  // 0 commits every write at once
@@ -66,6 +66,12 @@ class SqliteJobStore : public JobStore {
   absl::Status DeleteCheckpoint(const std::string& job_id,
                                 int64_t step) override;
   absl::Status DeleteJob(const std::string& job_id) override;
+  absl::Status PutRendezvousKey(const RendezvousRecord& record) override;
+  absl::Status EraseRendezvousKey(const std::string& job_id, int generation,
+                                  const std::string& key) override;
+  absl::Status DropRendezvous(const std::string& job_id,
+                              int below_generation) override;
+  absl::StatusOr<std::vector<RendezvousRecord>> LoadRendezvous() override;
 
   const std::string& path() const { return path_; }
 

@@ -6,6 +6,7 @@
 // names exactly the files on disk (retention included).
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -28,10 +29,16 @@ using std::chrono::seconds;
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
 
-enum class Moment { kGroupJustFormed, kMidEpoch, kWritingACheckpoint };
+enum class Moment {
+  kDuringTheRendezvous,
+  kGroupJustFormed,
+  kMidEpoch,
+  kWritingACheckpoint
+};
 
 std::string MomentName(const ::testing::TestParamInfo<Moment>& info) {
   switch (info.param) {
+    case Moment::kDuringTheRendezvous: return "DuringTheRendezvous";
     case Moment::kGroupJustFormed: return "GroupJustFormed";
     case Moment::kMidEpoch: return "MidEpoch";
     case Moment::kWritingACheckpoint: return "WritingACheckpoint";
@@ -75,21 +82,37 @@ bool IsFinal(const v1::Job& j) {
 class CoordinatorCrashTest : public ::testing::TestWithParam<Moment> {};
 
 TEST_P(CoordinatorCrashTest, NoRankDiesNoEventIsReusedAndTheCatalogMatchesTheDisk) {
+  // Rank 1 joins 8 s late: rank 0 waits in the rendezvous for its key
+  // through the whole outage below.
+  if (GetParam() == Moment::kDuringTheRendezvous) {
+    setenv("TRAINCTL_FAULT", "slow_join:rank=1,step=0", 1);
+  }
   LocalCluster cluster(2, 1, 1);  // TLS, workers joined with the join token
+  unsetenv("TRAINCTL_FAULT");  // the workers have it
   const std::string checkpoints = cluster.dir() + "/ckpt";
   v1::Job job = cluster.Submit(Spec(checkpoints));
   const std::string job_dir = checkpoints + "/" + job.id();
 
   std::function<bool(const v1::Job&)> moment;
   switch (GetParam()) {
+    case Moment::kDuringTheRendezvous:
+      // Every rank process runs (the agent said so); rank 1 sleeps, rank
+      // 0 waits for its key. The keys rank 0 set must survive the crash
+      // (the store keeps them) and its wait must be made again.
+      moment = [](const v1::Job& j) {
+        if (IsFinal(j)) return true;
+        if (j.state() != v1::JOB_STATE_RUNNING || j.ranks_size() == 0) {
+          return false;
+        }
+        for (const v1::RankInfo& r : j.ranks()) {
+          if (r.state() != v1::RANK_STATE_RUNNING) return false;
+        }
+        return true;
+      };
+      break;
     case Moment::kGroupJustFormed:
       // The group has formed: rank 0 reports its plan once it joined, so
-      // the job knows its total_steps. Not earlier: the rendezvous keys
-      // live in the coordinator's memory, so a crash while a generation
-      // forms its group fails that formation and restarts the job
-      // (docs/architecture.md, "Coordinator restarts"). This moment used
-      // to be "every rank runs", which on a loaded machine was sometimes
-      // still mid-rendezvous: the test then failed.
+      // the job knows its total_steps.
       moment = [](const v1::Job& j) {
         return IsFinal(j) ||
                (j.state() == v1::JOB_STATE_RUNNING && j.total_steps() > 0);
@@ -187,7 +210,8 @@ TEST(CheckpointRetentionTest, AFileTheCatalogForgotGoesWithTheNextPrune) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AtEachMoment, CoordinatorCrashTest,
-                         ::testing::Values(Moment::kGroupJustFormed,
+                         ::testing::Values(Moment::kDuringTheRendezvous,
+                                           Moment::kGroupJustFormed,
                                            Moment::kMidEpoch,
                                            Moment::kWritingACheckpoint),
                          MomentName);

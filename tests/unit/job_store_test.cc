@@ -188,6 +188,29 @@ TYPED_TEST(JobStoreTest, ReadEventsPagesThroughAJobsHistory) {
   EXPECT_TRUE(store.ReadEvents("job-404", 1, 100)->empty());
 }
 
+TYPED_TEST(JobStoreTest, RendezvousKeysArePutErasedAndDroppedByGeneration) {
+  JobStore& store = *this->store_;
+  const std::string binary("\0addr\xff", 6);  // keys and values are bytes
+  ASSERT_TRUE(store.PutRendezvousKey({"job-1", 1, "0/0", "a"}).ok());
+  ASSERT_TRUE(store.PutRendezvousKey({"job-1", 1, "0/0", "b"}).ok());  // replaces
+  ASSERT_TRUE(store.PutRendezvousKey({"job-1", 2, binary, binary}).ok());
+  ASSERT_TRUE(store.PutRendezvousKey({"job-2", 1, "k", "v"}).ok());
+  ASSERT_TRUE(store.PutRendezvousKey({"job-1", 1, "gone", "x"}).ok());
+  ASSERT_TRUE(store.EraseRendezvousKey("job-1", 1, "gone").ok());
+  std::vector<RendezvousRecord> all = *store.LoadRendezvous();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].job_id, "job-1");
+  EXPECT_EQ(all[0].generation, 1);
+  EXPECT_EQ(all[0].value, "b");
+  EXPECT_EQ(all[1].key, binary);
+  EXPECT_EQ(all[1].value, binary);
+  ASSERT_TRUE(store.DropRendezvous("job-1", 2).ok());  // generation 1 only
+  all = *store.LoadRendezvous();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].generation, 2);
+  EXPECT_EQ(all[1].job_id, "job-2");
+}
+
 TYPED_TEST(JobStoreTest, RejectsMalformedAndOrphanRecordsAllOrNothing) {
   JobStore& store = *this->store_;
   EXPECT_EQ(store.PutJob(v1::Job()).code(), absl::StatusCode::kInvalidArgument);
@@ -285,6 +308,10 @@ TEST_F(SqliteJobStoreTest, ImmediateWritesSurviveKill9) {
     write.jobs = {MakeJob("job-1", v1::JOB_STATE_QUEUED)};
     write.events = {MakeEvent("job-1", 1, "a")};
     if (!(*store)->Write(write, Durability::kImmediate).ok()) _exit(3);
+    // A rendezvous key is durable when Put returns, as a submission is.
+    if (!(*store)->PutRendezvousKey({"job-1", 1, "0/0", "10.0.0.1:4000"}).ok()) {
+      _exit(6);
+    }
     write.events = {MakeEvent("job-1", 2, "grouped, not yet committed")};
     if (!(*store)->Write(write, Durability::kGrouped).ok()) _exit(4);
     kill(getpid(), SIGKILL);
@@ -298,6 +325,29 @@ TEST_F(SqliteJobStoreTest, ImmediateWritesSurviveKill9) {
   StoredState state = *(*store)->LoadAll();
   ASSERT_EQ(state.jobs.size(), 1u);
   EXPECT_THAT(Seqs(state.jobs[0]), ElementsAre(1));  // the window was lost
+  std::vector<RendezvousRecord> keys = *(*store)->LoadRendezvous();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].value, "10.0.0.1:4000");
+}
+
+// A state file of schema version 2 (before the rendezvous table) opens,
+// keeps its jobs, and keeps rendezvous keys from then on.
+TEST_F(SqliteJobStoreTest, AVersion2FileIsBroughtUpToVersion3) {
+  {
+    auto store = *SqliteJobStore::Open(path_);
+    ASSERT_TRUE(store->PutJob(MakeJob("job-1", v1::JOB_STATE_RUNNING)).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE rendezvous; PRAGMA user_version = 2",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteJobStore::Open(path_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->LoadAll()->jobs.size(), 1u);
+  ASSERT_TRUE((*store)->PutRendezvousKey({"job-1", 1, "k", "v"}).ok());
+  EXPECT_EQ((*store)->LoadRendezvous()->size(), 1u);
 }
 
 TEST_F(SqliteJobStoreTest, GarbageFileGivesAClearError) {

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <future>
+#include <thread>
 
 #include "coordinator/coordinator_server.h"
 
@@ -21,14 +22,31 @@ using std::chrono::milliseconds;
 
 class RendezvousStoreTest : public ::testing::Test {
  protected:
+  static constexpr char kSecret[] = "rendezvous-secret-for-tests";
   void SetUp() override {
     coordinator::CoordinatorOptions options;
     options.listen = "127.0.0.1:0";
-    server_ = std::make_unique<coordinator::CoordinatorServer>(options, clock_);
+    server_ = std::make_unique<coordinator::CoordinatorServer>(
+        options, clock_, nullptr, coordinator::Security::Insecure(kSecret));
     absl::StatusOr<int> port = server_->Start();
     ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(*port),
                                    grpc::InsecureChannelCredentials());
+  }
+
+  // A new coordinator on the same port, as after a restart.
+  void RestartServer() {
+    server_->Shutdown();
+    server_.reset();
+    coordinator::CoordinatorOptions options;
+    options.listen = "127.0.0.1:" + std::to_string(port_);
+    // The same secret, as a restarted coordinator reads it from its state
+    // directory: the ranks' keys stay valid.
+    server_ = std::make_unique<coordinator::CoordinatorServer>(
+        options, clock_, nullptr, coordinator::Security::Insecure(kSecret));
+    absl::StatusOr<int> port = server_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
   }
 
   c10::intrusive_ptr<RendezvousStore> Store(int generation,
@@ -43,6 +61,7 @@ class RendezvousStoreTest : public ::testing::Test {
   }
 
   RealClock clock_;
+  int port_ = 0;
   std::unique_ptr<coordinator::CoordinatorServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };
@@ -82,6 +101,24 @@ TEST_F(RendezvousStoreTest, WaitBlocksUntilAnotherClientSets) {
   setter->set("x", Bytes("done"));
   pending.get();  // throws if the wait failed
   EXPECT_EQ(waiter->get("x"), Bytes("done"));
+}
+
+// A wait that the coordinator's going away ended (UNAVAILABLE) is made
+// again on the coordinator that comes back, and ends when the key is set
+// there; the rank does not fail.
+TEST_F(RendezvousStoreTest, AWaitOutlastsACoordinatorRestart) {
+  auto waiter = Store(1, milliseconds(30'000));
+  auto pending = std::async(std::launch::async, [&] { waiter->wait({"late"}); });
+  // The wait is on the server before it goes (bounded: 30 s).
+  for (int i = 0; i < 3000 && server_->rendezvous().Waiters({"job-1", 1}) == 0;
+       ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(server_->rendezvous().Waiters({"job-1", 1}), 1);
+  RestartServer();
+  Store(1, milliseconds(30'000))->set("late", Bytes("here"));
+  pending.get();  // throws if the wait failed
+  EXPECT_EQ(waiter->get("late"), Bytes("here"));
 }
 
 TEST_F(RendezvousStoreTest, GlooRanksRendezvousAndAllReduce) {

@@ -1,6 +1,10 @@
 #include "coordinator/rendezvous.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
 
 #include <future>
 #include <chrono>
@@ -9,6 +13,8 @@
 
 namespace trainctl::coordinator {
 namespace {
+
+using ::testing::HasSubstr;
 
 const Rendezvous::Scope kGen1{"job-1", 1};
 const Rendezvous::Scope kGen2{"job-1", 2};
@@ -151,6 +157,69 @@ TEST(RendezvousTest, WaitingCallsAreBoundedByTheWorldSize) {
     EXPECT_EQ(w.get().code(), absl::StatusCode::kFailedPrecondition);
   }
   EXPECT_EQ(r.Waiters(kGen1), 0);
+}
+
+// A journal in memory, as the job store would keep it.
+class FakeJournal : public RendezvousJournal {
+ public:
+  absl::Status Put(const std::string& job, int generation, const std::string& key,
+                   const std::string& value) override {
+    if (refuse) return absl::UnavailableError("disk full");
+    kept[{job, generation, key}] = value;
+    return absl::OkStatus();
+  }
+  void Erase(const std::string& job, int generation,
+             const std::string& key) override {
+    kept.erase({job, generation, key});
+  }
+  void Drop(const std::string& job, int below) override {
+    for (auto it = kept.begin(); it != kept.end();) {
+      it = std::get<0>(it->first) == job && std::get<1>(it->first) < below
+               ? kept.erase(it)
+               : std::next(it);
+    }
+  }
+  bool refuse = false;
+  std::map<std::tuple<std::string, int, std::string>, std::string> kept;
+};
+
+TEST(RendezvousTest, EveryKeyChangeIsJournaledFirst) {
+  FakeJournal journal;
+  Rendezvous r(&journal);
+  const Rendezvous::Scope g1{"job-1", 1}, g2{"job-1", 2};
+  ASSERT_TRUE(r.Set(g1, "addr/0", "10.0.0.1:4000").ok());
+  ASSERT_EQ(*r.Add(g1, "count", 2), 2);
+  ASSERT_EQ(*r.CompareSet(g1, "cas", "", "x"), "x");
+  ASSERT_TRUE(r.Set(g2, "addr/0", "10.0.0.2:4000").ok());
+  EXPECT_EQ(journal.kept.size(), 4u);
+  EXPECT_EQ((journal.kept[{"job-1", 1, "count"}]), "2");
+  EXPECT_TRUE(r.Delete(g1, "cas"));
+  EXPECT_EQ(journal.kept.count({"job-1", 1, "cas"}), 0u);
+  // A change the journal refuses is not made.
+  journal.refuse = true;
+  absl::Status refused = r.Set(g1, "addr/1", "10.0.0.3:4000");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("disk full"));
+  EXPECT_FALSE(r.Check(g1, {"addr/1"}));
+  EXPECT_EQ(r.Add(g1, "count", 1).status().code(), absl::StatusCode::kUnavailable);
+  journal.refuse = false;
+  EXPECT_EQ(*r.Add(g1, "count", 0), 2);
+  // An ended generation's keys leave the journal; the next one's stay.
+  r.EndGeneration("job-1", 1);
+  EXPECT_EQ(journal.kept.count({"job-1", 1, "addr/0"}), 0u);
+  EXPECT_EQ(journal.kept.count({"job-1", 2, "addr/0"}), 1u);
+  r.DropJob("job-1");
+  EXPECT_TRUE(journal.kept.empty());
+}
+
+TEST(RendezvousTest, RestoredKeysAnswerWaitersAsIfSetBeforeTheRestart) {
+  Rendezvous r;
+  const Rendezvous::Scope g1{"job-1", 1};
+  r.Restore(g1, {{"addr/0", "10.0.0.1:4000"}, {"count", "2"}});
+  EXPECT_EQ(*r.Get(g1, "addr/0", 0), "10.0.0.1:4000");
+  EXPECT_TRUE(r.Wait(g1, {"addr/0", "count"}, 0).ok());
+  EXPECT_EQ(*r.Add(g1, "count", 1), 3);
+  EXPECT_EQ(r.NumKeys(g1), 2);
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
     Fault fault;
     fault.kind = std::string(kind_args[0]);
     if (fault.kind != "hang" && fault.kind != "exit" &&
-        fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient") {
+        fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient" &&
+        fault.kind != "slow_join") {
       return absl::InvalidArgumentError(
           absl::StrCat("TRAINCTL_FAULT: unknown kind '", fault.kind, "'"));
     }

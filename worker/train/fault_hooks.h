@@ -21,6 +21,8 @@ namespace trainctl::train {
 //   inf_gradient         the gradients of step S come out non-finite (the
 //                        loss is scaled by inf before backward, as an fp16
 //                        overflow would leave them)
+//   slow_join            (step=0) the rank waits 8 s before it joins its
+//                        group, so its peers wait in the rendezvous
 // generation defaults to 1, so a restarted generation runs clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line
 // "STEP SAMPLE_ID..." to DIR/<job>-g<generation>-r<rank>.samples.

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -111,6 +112,10 @@ GroupPtr JoinGroup(
   // Rendezvous values are at most 1 MiB (the coordinator's limit).
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(4 << 20);
+  // A rendezvous call repeats across a coordinator restart: reconnect
+  // within a second of it being back, as the agent does.
+  channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 800);
   auto channel =
       grpc::CreateCustomChannel(args.coordinator, credentials, channel_args);
   auto store = c10::make_intrusive<RendezvousStore>(
@@ -229,6 +234,9 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.device = *device;
   try {
     BindDevice(ctx.device);
+    if (ctx.faults.Fires("slow_join", args.rank, args.generation, 0)) {
+      std::this_thread::sleep_for(std::chrono::seconds(8));
+    }
     if (args.world_size > 1) ctx.group = JoinGroup(args, launch, ctx.device);
     ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {

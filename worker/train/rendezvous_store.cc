@@ -2,6 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <thread>
+
 namespace trainctl::train {
 namespace {
 
@@ -38,14 +41,41 @@ c10::intrusive_ptr<c10d::Store> RendezvousStore::clone() {
 }
 
 std::unique_ptr<grpc::ClientContext> RendezvousStore::Context(
-    int64_t wait_ms) const {
+    Deadline deadline) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    std::chrono::milliseconds(wait_ms + kRpcSlackMs));
-  // Ranks often start before the coordinator answers; wait for the channel.
+  ctx->set_deadline(deadline);
+  // Ranks often start before the coordinator answers, and a restarted one
+  // takes a moment: wait for the channel.
   ctx->set_wait_for_ready(true);
   ctx->AddMetadata("x-trainctl-rendezvous-key", key_);
   return ctx;
+}
+
+grpc::Status RendezvousStore::Repeating(
+    int64_t wait_ms,
+    const std::function<grpc::Status(grpc::ClientContext*, int64_t)>& call) const {
+  using std::chrono::milliseconds;
+  using std::chrono::system_clock;
+  const Deadline wait_end = system_clock::now() + milliseconds(wait_ms);
+  const Deadline give_up = wait_end + milliseconds(kOutageMs);
+  for (bool first = true;; first = false) {
+    // The first try waits as long as asked; a repeat, what is left of it.
+    const int64_t left =
+        first ? wait_ms
+              : std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(
+                                         wait_end - system_clock::now())
+                                         .count());
+    grpc::Status status =
+        call(Context(std::min(give_up, system_clock::now() +
+                                           milliseconds(left + kRpcSlackMs)))
+                 .get(),
+             left);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        system_clock::now() + milliseconds(200) >= give_up) {
+      return status;
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
 }
 
 void RendezvousStore::set(const std::string& key,
@@ -55,7 +85,11 @@ void RendezvousStore::set(const std::string& key,
   req.set_key(key);
   req.set_value(ToString(value));
   v1::SetResponse resp;
-  Check(stub_->Set(Context(0).get(), req, &resp), "set", key);
+  Check(Repeating(0,
+                  [&](grpc::ClientContext* ctx, int64_t) {
+                    return stub_->Set(ctx, req, &resp);
+                  }),
+        "set", key);
 }
 
 std::vector<uint8_t> RendezvousStore::compareSet(
@@ -67,7 +101,11 @@ std::vector<uint8_t> RendezvousStore::compareSet(
   req.set_expected(ToString(expected));
   req.set_desired(ToString(desired));
   v1::CompareSetResponse resp;
-  Check(stub_->CompareSet(Context(0).get(), req, &resp), "compareSet", key);
+  Check(stub_->CompareSet(Context(std::chrono::system_clock::now() +
+                                  std::chrono::milliseconds(kRpcSlackMs))
+                              .get(),
+                          req, &resp),
+        "compareSet", key);
   return ToBytes(resp.value());
 }
 
@@ -75,9 +113,13 @@ std::vector<uint8_t> RendezvousStore::get(const std::string& key) {
   v1::GetRequest req;
   *req.mutable_scope() = scope_;
   req.set_key(key);
-  req.set_timeout_ms(timeout_.count());
   v1::GetResponse resp;
-  Check(stub_->Get(Context(timeout_.count()).get(), req, &resp), "get", key);
+  Check(Repeating(timeout_.count(),
+                  [&](grpc::ClientContext* ctx, int64_t left) {
+                    req.set_timeout_ms(left);
+                    return stub_->Get(ctx, req, &resp);
+                  }),
+        "get", key);
   return ToBytes(resp.value());
 }
 
@@ -87,7 +129,11 @@ int64_t RendezvousStore::add(const std::string& key, int64_t value) {
   req.set_key(key);
   req.set_delta(value);
   v1::AddResponse resp;
-  Check(stub_->Add(Context(0).get(), req, &resp), "add", key);
+  Check(stub_->Add(Context(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(kRpcSlackMs))
+                       .get(),
+                   req, &resp),
+        "add", key);
   return resp.value();
 }
 
@@ -96,7 +142,11 @@ bool RendezvousStore::deleteKey(const std::string& key) {
   *req.mutable_scope() = scope_;
   req.set_key(key);
   v1::DeleteResponse resp;
-  Check(stub_->Delete(Context(0).get(), req, &resp), "delete", key);
+  Check(Repeating(0,
+                  [&](grpc::ClientContext* ctx, int64_t) {
+                    return stub_->Delete(ctx, req, &resp);
+                  }),
+        "delete", key);
   return resp.deleted();
 }
 
@@ -105,8 +155,11 @@ bool RendezvousStore::check(const std::vector<std::string>& keys) {
   *req.mutable_scope() = scope_;
   for (const auto& k : keys) req.add_keys(k);
   v1::CheckResponse resp;
-  Check(stub_->Check(Context(0).get(), req, &resp), "check",
-        keys.empty() ? "" : keys.front());
+  Check(Repeating(0,
+                  [&](grpc::ClientContext* ctx, int64_t) {
+                    return stub_->Check(ctx, req, &resp);
+                  }),
+        "check", keys.empty() ? "" : keys.front());
   return resp.all_present();
 }
 
@@ -114,7 +167,11 @@ int64_t RendezvousStore::getNumKeys() {
   v1::NumKeysRequest req;
   *req.mutable_scope() = scope_;
   v1::NumKeysResponse resp;
-  Check(stub_->NumKeys(Context(0).get(), req, &resp), "numKeys", "");
+  Check(Repeating(0,
+                  [&](grpc::ClientContext* ctx, int64_t) {
+                    return stub_->NumKeys(ctx, req, &resp);
+                  }),
+        "numKeys", "");
   return resp.count();
 }
 
@@ -127,10 +184,13 @@ void RendezvousStore::wait(const std::vector<std::string>& keys,
   v1::WaitRequest req;
   *req.mutable_scope() = scope_;
   for (const auto& k : keys) req.add_keys(k);
-  req.set_timeout_ms(timeout.count());
   v1::WaitResponse resp;
-  Check(stub_->Wait(Context(timeout.count()).get(), req, &resp), "wait",
-        keys.empty() ? "" : keys.front());
+  Check(Repeating(timeout.count(),
+                  [&](grpc::ClientContext* ctx, int64_t left) {
+                    req.set_timeout_ms(left);
+                    return stub_->Wait(ctx, req, &resp);
+                  }),
+        "wait", keys.empty() ? "" : keys.front());
 }
 
 }  // namespace trainctl::train

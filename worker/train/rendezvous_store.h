@@ -2,6 +2,8 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,12 @@ namespace trainctl::train {
 // coordinator refuses calls without it). c10d expects a failing store call to throw, so failures
 // become c10::Error with the coordinator's message; the rank process turns
 // them into a job failure at its boundary. Thread-safe (gRPC stubs are).
+//
+// The coordinator keeps the keys durable, so a call that finds it gone
+// (UNAVAILABLE: a crash or restart) is made again once it is back, for up
+// to kOutageMs beyond the call's own wait: set, get, wait, check,
+// deleteKey and getNumKeys, which mean the same when repeated. add and
+// compareSet are not repeated (the first try may have been applied).
 class RendezvousStore : public c10d::Store {
  public:
   RendezvousStore(std::shared_ptr<v1::Rendezvous::StubInterface> stub,
@@ -38,8 +46,15 @@ class RendezvousStore : public c10d::Store {
             const std::chrono::milliseconds& timeout) override;
 
  private:
-  // A client context whose deadline covers a server-side wait of wait_ms.
-  std::unique_ptr<grpc::ClientContext> Context(int64_t wait_ms) const;
+  static constexpr int64_t kOutageMs = 60'000;
+  using Deadline = std::chrono::system_clock::time_point;
+  // A client context that ends at `deadline`.
+  std::unique_ptr<grpc::ClientContext> Context(Deadline deadline) const;
+  // Runs call(context, wait_ms) until it answers other than UNAVAILABLE or
+  // wait_ms + kOutageMs have passed; wait_ms is what is left of the wait.
+  grpc::Status Repeating(
+      int64_t wait_ms,
+      const std::function<grpc::Status(grpc::ClientContext*, int64_t)>& call) const;
   v1::Scope scope_;
   const std::string key_;
   std::shared_ptr<v1::Rendezvous::StubInterface> stub_;
