@@ -27,6 +27,7 @@
 #include "client/render.h"
 #include "client/spec_edit.h"
 #include "client/stream_commands.h"
+#include "client/completion_command.h"
 #include "client/version_command.h"
 #include "client/watch.h"
 #include "client/watch_live.h"
@@ -144,7 +145,8 @@ int CmdSubmit(Env& env, const SubmitArgs& args) {
 // How long `list` keeps showing a finished job without --all.
 constexpr absl::Duration kListRecent = absl::Hours(24);
 
-int CmdList(Env& env, const std::vector<std::string>& state_names, bool all) {
+int CmdList(Env& env, const std::vector<std::string>& state_names, bool all,
+            bool quiet) {
   std::vector<v1::JobState> states;
   for (const std::string& name : state_names) {
     absl::StatusOr<v1::JobState> state = ParseStateName(name);
@@ -160,7 +162,9 @@ int CmdList(Env& env, const std::vector<std::string>& state_names, bool all) {
   if (!all) {
     *response = RecentJobs(*response, env.ctx.now_unix_ms, kListRecent, &hidden);
   }
-  if (env.json) {
+  if (quiet) {
+    for (const v1::Job& job : response->jobs()) env.out << job.id() << "\n";
+  } else if (env.json) {
     env.out << ToJson(*response, /*pretty=*/true) << "\n";
   } else {
     env.out << RenderJobTable(*response, env.ctx);
@@ -332,10 +336,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   bool list_all = false;
   list->add_flag("--all", list_all,
                  "Also jobs that finished more than 24 hours ago");
+  bool list_quiet = false;
+  list->add_flag("-q,--quiet", list_quiet, "Only the job ids, one a line");
   list->footer(
       "\nWithout --all, jobs that finished more than 24 hours ago are "
       "hidden.\n\nExamples:\n  trainctl list --state queued,running\n"
-      "  trainctl list --all --output json");
+      "  trainctl list --all --output json\n"
+      "  trainctl list -q --state running | xargs -n1 trainctl cancel");
 
   std::string job_id;
   CLI::App* status = app.add_subcommand("status", "Show one job in detail");
@@ -385,6 +392,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
 
   CLI::App* version = AddVersionCommand(app);
   CLI::App* login = AddLoginCommand(app);
+  std::string completion_shell;
+  CLI::App* completion = AddCompletionCommand(app, &completion_shell);
 
   // CLI11 answers a misspelt command with "A subcommand is required".
   if (const std::string word = FirstCommandWord(argc, argv); !word.empty()) {
@@ -407,6 +416,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
   }
 
+  if (completion->parsed()) return PrintCompletion(app, completion_shell, out);
   if (version->parsed()) {
     // Before the config file is read: a broken one must not hide this.
     const char* env_output = std::getenv("TRAINCTL_OUTPUT");
@@ -455,7 +465,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return CmdSubmit(env, submit_args);
   }
   if (checkpoints->parsed()) return CmdCheckpoints(env, job_id);
-  if (list->parsed()) return CmdList(env, states, list_all);
+  if (list->parsed()) return CmdList(env, states, list_all, list_quiet);
   if (stream.logs->parsed()) return CmdLogs(env, stream_args);
   if (stream.metrics->parsed()) return CmdMetrics(env, stream_args);
   if (stream.plot->parsed()) return CmdPlot(env, stream_args);

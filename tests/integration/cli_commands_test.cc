@@ -396,6 +396,56 @@ TEST_F(CliCommandsTest, ATypoedCommandIsAnsweredWithTheNearestOne) {
   EXPECT_THAT(far.output, Not(HasSubstr("did you mean")));
 }
 
+// `trainctl completion bash` loaded into a real bash: commands, the flags of
+// the command at hand, output formats, and job ids that `list -q` asks the
+// coordinator for (from the environment, as a shell would have it).
+TEST_F(CliCommandsTest, BashCompletesCommandsFlagsAndJobIds) {
+  const std::string spec = cluster_->WriteFile(
+      "wide.yaml", "name: never-fits\nranks: 64\nmodel: mlp\n"
+                   "data: {train_images: /a, train_labels: /b}\n");
+  CliResult submit = cluster_->Cli({"submit", spec});
+  ASSERT_EQ(submit.exit_code, 0) << submit.output;
+  const std::string id = JobIdFrom(submit.output);
+  ASSERT_FALSE(id.empty());
+  CliResult quiet = cluster_->Cli({"list", "-q"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_THAT(quiet.output, HasSubstr(id + "\n"));
+  EXPECT_THAT(quiet.output, Not(HasSubstr("STATE")));  // ids only
+
+  const std::string script = cluster_->dir() + "/trainctl.bash";
+  CliResult made = cluster_->Cli({"completion", "bash"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::ofstream(script) << made.output;
+  // What bash would offer for `words`, the cursor in the last one.
+  auto complete = [&](const std::string& words) {
+    const std::string out = cluster_->dir() + "/complete.out";
+    const std::string command =
+        "env PATH=" + std::string(TRAINCTL_BIN_DIR) + ":/usr/bin:/bin" +
+        " TRAINCTL_COORDINATOR=" + cluster_->address() +
+        " TRAINCTL_CA_CERT=" + cluster_->ca_cert_path() +
+        " TRAINCTL_TOKEN=" + cluster_->admin_token() +
+        " bash -c 'source " + script + "; COMP_WORDS=(" + words +
+        "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
+        "printf \"%s\\n\" \"${COMPREPLY[@]}\"' > " + out + " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(out);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) lines.push_back(line);
+    }
+    return lines;
+  };
+  using ::testing::Contains;
+  using ::testing::ElementsAre;
+  EXPECT_THAT(complete("trainctl sta"), ElementsAre("status"));
+  EXPECT_THAT(complete("trainctl list --q"), ElementsAre("--quiet"));
+  EXPECT_THAT(complete("trainctl watch --p"), ElementsAre("--plain"));
+  EXPECT_THAT(complete("trainctl -o \"\""), ElementsAre("table", "json"));
+  EXPECT_THAT(complete("trainctl status \"\""), Contains(id));
+  EXPECT_THAT(complete("trainctl completion \"\""), ElementsAre("bash", "zsh"));
+  EXPECT_EQ(cluster_->Cli({"cancel", id}).exit_code, 0);
+}
+
 TEST_F(CliCommandsTest, UnreachableCoordinatorNamesTheAddressAndWhatToTry) {
   // No port is sure to be free; a unix socket path that does not exist
   // surely has no coordinator behind it.

@@ -424,7 +424,7 @@ TEST(CliTest, NewCommandsHaveExamplesAndPlotRefusesOtherImageTypes) {
 TEST(CliTest, EveryCommandsHelpHasExamples) {
   for (const char* command :
        {"submit", "list", "status", "cancel", "watch", "checkpoints", "workers",
-        "logs", "metrics", "plot", "version"}) {
+        "logs", "metrics", "plot", "version", "completion"}) {
     std::string out, err;
     EXPECT_EQ(RunTrainctl({command, "--help"}, &out, &err), 0) << command;
     EXPECT_THAT(out, HasSubstr("Example")) << command;
