@@ -390,7 +390,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   StreamArgs stream_args;
   StreamCommands stream = AddStreamCommands(app, stream_args);
 
-  CLI::App* version = AddVersionCommand(app);
+  bool version_client_only = false;
+  CLI::App* version = AddVersionCommand(app, &version_client_only);
   CLI::App* login = AddLoginCommand(app);
   std::string completion_shell;
   CLI::App* completion = AddCompletionCommand(app, &completion_shell);
@@ -417,18 +418,27 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   }
 
   if (completion->parsed()) return PrintCompletion(app, completion_shell, out);
+  bool version_json = false;
   if (version->parsed()) {
-    // Before the config file is read: a broken one must not hide this.
     const char* env_output = std::getenv("TRAINCTL_OUTPUT");
-    return PrintVersion(out, output == "json" ||
-                                 (output.empty() && env_output != nullptr &&
-                                  std::string(env_output) == "json"));
+    version_json = output == "json" || (output.empty() && env_output != nullptr &&
+                                        std::string(env_output) == "json");
+    // Before the config file is read: a broken one must not hide this.
+    if (version_client_only || !version_json) PrintVersion(out, version_json);
+    if (version_client_only) return kExitOk;
   }
+  // `version` says why it could not ask the coordinator, and still exits 0.
+  auto version_unasked = [&](const std::string& address, const absl::Status& why) {
+    PrintServerVersion(out, version_json, address.empty() ? "(none)" : address, why,
+                       absl::ToUnixMillis(absl::Now()));
+    return kExitOk;
+  };
 
   const std::string config_path = ConfigFilePath(
       std::getenv("XDG_CONFIG_HOME"), std::getenv("HOME"));
   absl::StatusOr<ConfigFile> config = LoadConfigFile(config_path);
   if (!config.ok()) {
+    if (version->parsed()) return version_unasked(coordinator, config.status());
     err << "trainctl: " << config.status().message() << "\n";
     return kExitUsage;
   }
@@ -441,6 +451,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   absl::StatusOr<Settings> settings = ResolveSettings(
       coordinator, output, env_vars, *config, security_flags);
   if (!settings.ok()) {
+    if (version->parsed()) return version_unasked(coordinator, settings.status());
     err << "trainctl: " << settings.status().message() << "\n";
     return kExitUsage;
   }
@@ -450,10 +461,23 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   absl::StatusOr<ClientSecurity> security =
       ResolveSecurity(*settings, DefaultLocalCoordinatorFiles());
   if (!security.ok()) {
+    if (version->parsed()) {
+      return version_unasked(settings->coordinator, security.status());
+    }
     err << "trainctl: " << security.status().message() << "\n";
     return kExitUsage;
   }
   CoordinatorClient client(settings->coordinator, *security);
+  if (version->parsed()) {
+    absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+    if (!info.ok()) {  // the CLI's usual words for it (unreachable, TLS, token)
+      info = absl::Status(info.status().code(),
+                          DescribeError(info.status(), settings->coordinator));
+    }
+    PrintServerVersion(out, version_json, settings->coordinator, info,
+                       absl::ToUnixMillis(absl::Now()));
+    return kExitOk;
+  }
   RenderContext ctx;
   ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
   ctx.tz = absl::LocalTimeZone();

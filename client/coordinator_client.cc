@@ -135,6 +135,16 @@ absl::StatusOr<v1::ListWorkersResponse> CoordinatorClient::ListWorkers() {
   return response;
 }
 
+absl::StatusOr<v1::ServerInfo> CoordinatorClient::GetServerInfo() {
+  v1::ServerInfo response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status = FromGrpcStatus(
+      stub_->GetServerInfo(&context, v1::GetServerInfoRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::Status CoordinatorClient::AwaitConnection() {
   // A stream call fails at once while the channel is reconnecting, and with
   // TLS the failed call can abort the connection's handshake; so a

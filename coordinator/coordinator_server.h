@@ -48,6 +48,9 @@ struct CoordinatorOptions {
   // at most this many days (0: no limit). `trainctl delete` forgets one.
   int64_t keep_finished_jobs = 10'000;
   int64_t keep_finished_days = 90;
+  // What GetServerInfo reports of this build (main.cc fills it in).
+  std::string version = "unknown", grpc_version = "unknown",
+              protobuf_version = "unknown";
   // Bytes of each unfinished job's newest events kept in memory for
   // watchers; older ones (and a finished job's) are read from the store.
   size_t event_tail_bytes = EventHub::kDefaultTailBytes;

@@ -210,6 +210,21 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
                       "coordinator is shutting down; watch again to resume");
 }
 
+grpc::Status JobsService::GetServerInfo(grpc::ServerContext* ctx,
+                                        const v1::GetServerInfoRequest*,
+                                        v1::ServerInfo* resp) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  resp->set_version(build_.version);
+  resp->set_grpc_version(build_.grpc_version);
+  resp->set_protobuf_version(build_.protobuf_version);
+  resp->set_started_unix_ms(build_.started_unix_ms);
+  resp->set_workers(static_cast<int32_t>(jobs_.Workers().size()));
+  resp->set_caller(caller->name);
+  resp->set_caller_role(caller->IsAdmin() ? "admin" : "user");
+  return grpc::Status::OK;
+}
+
 grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx,
                                       const v1::ListWorkersRequest*,
                                       v1::ListWorkersResponse* resp) {

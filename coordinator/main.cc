@@ -115,6 +115,9 @@ int RunAddUser(const std::string& state_dir, const std::string& name,
 int main(int argc, char** argv) {
   trainctl::coordinator::CoordinatorOptions options;
   options.state_dir = trainctl::coordinator::DefaultStateDir();
+  options.version = TRAINCTL_VERSION;
+  options.grpc_version = TRAINCTL_GRPC_VERSION;
+  options.protobuf_version = TRAINCTL_PROTOBUF_VERSION;
   std::string port_file;
   std::string http_port_file;
   CLI::App app{"trainctl-coordinator: queues training jobs, assigns ranks to "

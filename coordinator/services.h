@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "coordinator/auth/authenticator.h"
 #include "coordinator/auth/worker_enrollment.h"
@@ -24,17 +25,26 @@ namespace trainctl::coordinator {
 // Who may submit TorchScript jobs (--torchscript).
 enum class TorchScriptPolicy { kAllow, kAdmins, kRefuse };
 
+// What GetServerInfo says of the coordinator itself.
+struct ServerBuild {
+  std::string version = "unknown", grpc_version = "unknown",
+              protobuf_version = "unknown";
+  int64_t started_unix_ms = 0;
+};
+
 class JobsService final : public v1::Jobs::Service {
  public:
   JobsService(JobManager& jobs, EventHub& events,
               const std::atomic<bool>& stopping,
               const auth::Authenticator& auth,
-              TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow)
+              TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow,
+              ServerBuild build = {})
       : jobs_(jobs),
         events_(events),
         stopping_(stopping),
         auth_(auth),
-        torchscript_(torchscript) {}
+        torchscript_(torchscript),
+        build_(std::move(build)) {}
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
@@ -55,6 +65,9 @@ class JobsService final : public v1::Jobs::Service {
   grpc::Status ListCheckpoints(grpc::ServerContext*,
                                const v1::ListCheckpointsRequest* req,
                                v1::ListCheckpointsResponse* resp) override;
+  grpc::Status GetServerInfo(grpc::ServerContext*,
+                             const v1::GetServerInfoRequest* req,
+                             v1::ServerInfo* resp) override;
 
  private:
   // The job, when the calling person may touch it; `action` ("cancel",
@@ -72,6 +85,7 @@ class JobsService final : public v1::Jobs::Service {
   const std::atomic<bool>& stopping_;
   const auth::Authenticator& auth_;
   const TorchScriptPolicy torchscript_;
+  const ServerBuild build_;
   // Open WatchJob streams per client (user, or peer host without
   // authentication): each holds a server thread, so one client may not
   // take them all.

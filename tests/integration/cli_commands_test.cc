@@ -446,6 +446,22 @@ TEST_F(CliCommandsTest, BashCompletesCommandsFlagsAndJobIds) {
   EXPECT_EQ(cluster_->Cli({"cancel", id}).exit_code, 0);
 }
 
+// `trainctl version` asks the coordinator too: its build, uptime, workers,
+// and whose token the CLI used.
+TEST_F(CliCommandsTest, VersionShowsTheCoordinatorsToo) {
+  CliResult version = cluster_->Cli({"version"});
+  ASSERT_EQ(version.exit_code, 0) << version.output;
+  EXPECT_THAT(version.output, HasSubstr("coordinator " + cluster_->address() +
+                                        ": trainctl "));
+  EXPECT_THAT(version.output, HasSubstr(" workers; your token is "));
+  EXPECT_THAT(version.output, HasSubstr("(admin)"));
+  CliResult json = cluster_->Cli({"version", "--output", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr("\"workers\":2"));
+  CliResult client = cluster_->Cli({"version", "--client"});
+  EXPECT_THAT(client.output, Not(HasSubstr("coordinator ")));
+}
+
 TEST_F(CliCommandsTest, UnreachableCoordinatorNamesTheAddressAndWhatToTry) {
   // No port is sure to be free; a unix socket path that does not exist
   // surely has no coordinator behind it.

@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "client/config.h"
 #include "client/format.h"
+#include "client/version_command.h"
 #include "client/render.h"
 
 namespace trainctl::client {
@@ -439,11 +440,39 @@ TEST(CliTest, EveryCommandsHelpHasExamples) {
 
 TEST(CliTest, VersionAsJson) {
   std::string out, err;
-  EXPECT_EQ(RunTrainctl({"version", "--output", "json"}, &out, &err), 0);
+  EXPECT_EQ(RunTrainctl({"version", "--client", "--output", "json"}, &out, &err), 0);
   // gtest's own regex has no [^...]; std::regex has.
   EXPECT_TRUE(std::regex_match(
       out, std::regex(R"(\{"trainctl":"[^"]+","grpc":"[^"]+","protobuf":"[^"]+"\}\n)")))
       << out;
+}
+
+TEST(CliTest, ServerVersionLineAndJson) {
+  v1::ServerInfo info;
+  info.set_version("9.9.9");
+  info.set_grpc_version("1.51.1");
+  info.set_protobuf_version("3.21.12");
+  info.set_started_unix_ms(1'000'000);
+  info.set_workers(2);
+  info.set_caller("alice");
+  info.set_caller_role("user");
+  std::ostringstream line;
+  PrintServerVersion(line, false, "head:7070", info,
+                     1'000'000 + (2 * 3600 + 5 * 60) * 1000);
+  EXPECT_THAT(line.str(),
+              HasSubstr("coordinator head:7070: trainctl 9.9.9 (gRPC 1.51.1, "
+                        "Protobuf 3.21.12), up 2h 5m, 2 workers; your token "
+                        "is alice's (user); this CLI is "));
+  std::ostringstream unreachable;
+  PrintServerVersion(unreachable, false, "head:7070",
+                     absl::UnavailableError("cannot reach the coordinator"), 0);
+  EXPECT_EQ(unreachable.str(),
+            "coordinator head:7070: cannot ask it: cannot reach the coordinator\n");
+  std::ostringstream json;
+  PrintServerVersion(json, true, "head:7070", info, 0);
+  EXPECT_THAT(json.str(), HasSubstr("\"coordinator\":{\"address\":\"head:7070\","
+                                    "\"trainctl\":\"9.9.9\""));
+  EXPECT_THAT(json.str(), HasSubstr("\"callerRole\":\"user\"}}"));
 }
 
 }  // namespace
