@@ -13,7 +13,8 @@
 namespace trainctl::coordinator {
 namespace {
 
-// Version 3; kMigrateFrom1 and kMigrateFrom2 bring older files up to it.
+// Version 2, which kMigrateFrom2 brings up to version 3 (kSchemaVersion);
+// kMigrateFrom1 brings a version 1 file up to 2.
 constexpr char kSchema[] = R"sql(
 CREATE TABLE jobs (
   pos   INTEGER PRIMARY KEY,  -- first-write order = submission order
@@ -40,14 +41,7 @@ CREATE TABLE checkpoints (
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)
   WITHOUT ROWID;
 INSERT INTO counters VALUES ('next_job_number', 1);
-CREATE TABLE rendezvous (     -- c10d keys of running generations (v3)
-  job_id     TEXT NOT NULL,
-  generation INTEGER NOT NULL,
-  key        BLOB NOT NULL,
-  value      BLOB NOT NULL,
-  PRIMARY KEY (job_id, generation, key)
-) WITHOUT ROWID;
-PRAGMA user_version = 3;
+PRAGMA user_version = 2;
 )sql";
 
 // From each older version to the next one.
@@ -56,7 +50,7 @@ ALTER TABLE checkpoints ADD COLUMN info BLOB;
 PRAGMA user_version = 2;
 )sql";
 constexpr char kMigrateFrom2[] = R"sql(
-CREATE TABLE rendezvous (
+CREATE TABLE rendezvous (     -- c10d keys of running generations
   job_id     TEXT NOT NULL,
   generation INTEGER NOT NULL,
   key        BLOB NOT NULL,
@@ -206,9 +200,9 @@ absl::Status SqliteJobStore::Init() {
         "state database ", path_,
         " is an SQLite file but not a trainctl "
         "state database: give the coordinator another --state-dir"));
-  } else if (version == 0) {
-    schema = ExecLocked(kSchema);
   } else {
+    // A new file gets version 2, then every file the migrations after it.
+    if (version == 0) schema = ExecLocked(kSchema);
     if (version == 1) schema = ExecLocked(kMigrateFrom1);
     if (schema.ok() && version <= 2) schema = ExecLocked(kMigrateFrom2);
   }
