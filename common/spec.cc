@@ -258,6 +258,7 @@ void ReadCheckpoint(SpecReader& top, v1::CheckpointSpec* c, Errors* errors) {
                                best.find("error") != std::string::npos;
   c->set_keep_best_mode(s.Choice("keep_best_mode", lower_is_better ? "min" : "max",
                                  {"min", "max"}, "mode"));
+  c->set_async(s.Bool("async", false));
   s.RejectUnknown();
 }
 
@@ -366,7 +367,7 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   }
   const auto& c = spec.checkpoint();
   if (c.dir().empty() && (c.every_steps() > 0 || c.keep_last() > 0 ||
-                          !c.keep_best_by().empty())) {
+                          !c.keep_best_by().empty() || c.async())) {
     errors->push_back("checkpoint.dir: is required when checkpoints are "
                       "configured");
   }

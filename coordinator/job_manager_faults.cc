@@ -218,6 +218,8 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     point->set_time_unix_ms(info.created_unix_ms());
     (*point->mutable_values())["bytes"] = static_cast<double>(info.bytes());
     (*point->mutable_values())["world_size"] = info.world_size();
+    (*point->mutable_values())["blocked_ms"] = info.blocked_ms();
+    (*point->mutable_values())["write_ms"] = info.write_ms();
     RecordEventLocked(job.id(), std::move(event));
     MaybeGrowLocked(job, &outbox);
     SaveLocked().IgnoreError();

@@ -15,6 +15,7 @@
 #include "common/spec.h"
 #include "common/atomic_file.h"
 #include "tests/integration/rank_threads.h"
+#include "worker/train/models/model.h"
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/train_state.h"
 #include "worker/train/trainer.h"
@@ -191,6 +192,94 @@ TEST_F(CheckpointResumeTest, FourRankCheckpointLoadsIntoTwoAndThreeRanks) {
       Run(MakeSpec(3, optimizer, 16, 8), "t16", PathAt("f16", 8));
   EXPECT_LT(MaxAbsDifference(three_more[0].parameters, four_more[0].parameters),
             1e-5);
+}
+
+// checkpoint.async: every checkpoint is written and reported, in step
+// order, with what it cost; each holds the state of its own step although
+// training went on while it was written (resuming from it ends where the
+// uninterrupted run ends); the rank ends only after the last write.
+TEST_F(CheckpointResumeTest, AsyncCheckpointsHoldTheirStepsStateAndResumeExactly) {
+  const std::string optimizer = "{type: adamw, lr: 0.001}";
+  v1::JobSpec spec = MakeSpec(2, optimizer, 12, 2);
+  spec.mutable_checkpoint()->set_async(true);
+  std::vector<TrainResult> whole = Run(spec, "async");
+  ASSERT_EQ(whole.size(), 2u);
+  EXPECT_EQ(whole[0].checkpoints, 6);
+  std::vector<v1::Checkpoint> written;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written = written_;
+  }
+  ASSERT_EQ(written.size(), 6u);
+  for (size_t i = 0; i < written.size(); ++i) {
+    const v1::Checkpoint& c = written[i];
+    SCOPED_TRACE(c.path());
+    EXPECT_EQ(c.step(), int64_t(2 * (i + 1)));
+    struct stat st;
+    ASSERT_EQ(::stat(c.path().c_str(), &st), 0);
+    EXPECT_EQ(c.bytes(), st.st_size);
+    EXPECT_GT(c.write_ms(), 0);
+    EXPECT_GT(c.blocked_ms(), 0);
+  }
+  for (int64_t step : {4, 10}) {
+    SCOPED_TRACE(step);
+    std::vector<TrainResult> resumed =
+        Run(MakeSpec(2, optimizer, 12, 0), "from" + std::to_string(step),
+            PathAt("async", step));
+    EXPECT_EQ(resumed[0].first_step, step);
+    EXPECT_EQ(MaxAbsDifference(resumed[0].parameters, whole[0].parameters), 0.0);
+  }
+  // The same run written synchronously: the same parameters (writing in
+  // the background changes nothing of the training).
+  std::vector<TrainResult> sync = Run(MakeSpec(2, optimizer, 12, 2), "sync");
+  EXPECT_EQ(MaxAbsDifference(sync[0].parameters, whole[0].parameters), 0.0);
+}
+
+// What an async write serializes shares no storage with the live state:
+// training on after the snapshot changes none of it.
+TEST_F(CheckpointResumeTest, ACopiedSnapshotIsUntouchedByTrainingOn) {
+  v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
+  DataInfo info;
+  info.input_shape = {784};
+  info.num_classes = 10;
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(spec, info);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<torch::Tensor> params = (*model)->Parameters();
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      BuildOptimizer(spec.optimizer(), params);
+  auto step = [&] {
+    optimizer->zero_grad();
+    torch::Tensor x = torch::randn({8, 784});
+    (*model)->Forward(x).pow(2).mean().backward();
+    optimizer->step();
+  };
+  step();  // the optimizer has state
+  TrainingStateRefs refs{model->get(), optimizer.get(), params, nullptr};
+  TrainingCursor cursor;
+  cursor.step = 1;
+  TrainingSnapshot copied = SnapshotTrainingState(refs, cursor, /*copy=*/true);
+  TrainingSnapshot shared = SnapshotTrainingState(refs, cursor, /*copy=*/false);
+  std::vector<torch::Tensor> before;
+  for (const auto& [name, tensor] : copied.model) before.push_back(tensor.clone());
+  absl::StatusOr<std::string> bytes_before = SerializeTrainingSnapshot(copied);
+  ASSERT_TRUE(bytes_before.ok());
+  step();
+  step();
+  bool shared_moved = false;
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(torch::equal(copied.model[i].second, before[i])) << copied.model[i].first;
+    shared_moved |= !torch::equal(shared.model[i].second, before[i]);
+  }
+  EXPECT_TRUE(shared_moved);  // the uncopied one is the live tensors
+  // What it serializes still loads as the state of step 1.
+  absl::StatusOr<std::string> bytes_after = SerializeTrainingSnapshot(copied);
+  ASSERT_TRUE(bytes_after.ok());
+  absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*bytes_after, refs);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 1);
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_TRUE(torch::equal((*model)->NamedState()[i].second, before[i]));
+  }
 }
 
 TEST_F(CheckpointResumeTest, ACheckpointOfAnotherModelIsRefusedByName) {

@@ -32,7 +32,8 @@ constexpr int kBatch = 96;  // splits evenly over 3 and 2 ranks
 constexpr int kStepsPerEpoch = kTrainSamples / kBatch;
 
 std::string Spec(int ranks, const std::string& checkpoint_dir,
-                 const std::string& fault_tolerance) {
+                 const std::string& fault_tolerance,
+                 const std::string& checkpoint_extra = "") {
   return "name: ft\nranks: " + std::to_string(ranks) +
          "\nseed: 7\nmodel: mlp\ndata:\n"
          "  train_images: " + std::string(kData) + "train-images-idx3-ubyte.gz\n"
@@ -44,7 +45,8 @@ std::string Spec(int ranks, const std::string& checkpoint_dir,
          "optimizer: {type: adamw, lr: 0.002}\n"
          "training: {epochs: 2, batch_size: " + std::to_string(kBatch) +
          ", log_every_steps: 5}\n"
-         "checkpoint: {dir: " + checkpoint_dir + ", every_steps: 20}\n"
+         "checkpoint: {dir: " + checkpoint_dir + ", every_steps: 20" +
+         checkpoint_extra + "}\n"
          "fault_tolerance: " + fault_tolerance + "\n";
 }
 
@@ -129,6 +131,9 @@ TEST(FaultToleranceTest, HungRankIsNamedAndTheJobRecovers) {
               HasSubstr("from the checkpoint at step 20"));
 }
 
+// Written on the training thread, and with checkpoint.async on the
+// background writer's while training goes on: either way the rank dies,
+// and the job resumes from the checkpoint before.
 TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
   const ScopedTempDir checkpoints_dir("ft-ckpt");
   const std::string& checkpoints = checkpoints_dir.path();
@@ -137,22 +142,43 @@ TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
     ScopedEnv fault("TRAINCTL_FAULT", "crash_in_checkpoint:rank=0,step=40");
     cluster = std::make_unique<LocalCluster>(2, 1, 1);
   }
-  v1::Job job = cluster->Submit(Spec(2, checkpoints, "{max_restarts: 1}"));
-  v1::Job done = WaitUntilFinal(*cluster, job.id());
-  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
-  ASSERT_EQ(RestartReasons(done).size(), 1u);
-  EXPECT_THAT(RestartReasons(done)[0], HasSubstr("exited with code 4"));
-  EXPECT_THAT(RestartReasons(done)[0],
-              HasSubstr("from the checkpoint at step 20"));
-  // The half-written file never became a checkpoint, and its temporary was
-  // cleaned up by the next writer.
-  int temporaries = 0;
-  DIR* d = opendir((checkpoints + "/" + job.id()).c_str());
-  while (const dirent* e = d ? readdir(d) : nullptr) {
-    temporaries += std::string(e->d_name).find(".tmp-") != std::string::npos;
+  for (const std::string mode : {"", ", async: true"}) {
+    SCOPED_TRACE(mode.empty() ? "sync" : "async");
+    v1::Job job =
+        cluster->Submit(Spec(2, checkpoints, "{max_restarts: 1}", mode));
+    v1::Job done = WaitUntilFinal(*cluster, job.id());
+    ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+    ASSERT_EQ(RestartReasons(done).size(), 1u);
+    EXPECT_THAT(RestartReasons(done)[0], HasSubstr("exited with code 4"));
+    EXPECT_THAT(RestartReasons(done)[0],
+                HasSubstr("from the checkpoint at step 20"));
+    // The half-written file never became a checkpoint, and its temporary
+    // was cleaned up by the next writer.
+    int temporaries = 0;
+    DIR* d = opendir((checkpoints + "/" + job.id()).c_str());
+    while (const dirent* e = d ? readdir(d) : nullptr) {
+      temporaries += std::string(e->d_name).find(".tmp-") != std::string::npos;
+    }
+    if (d) closedir(d);
+    EXPECT_EQ(temporaries, 0);
+    // Every checkpoint after the restart is cataloged with what it cost,
+    // and its metric point says so too.
+    std::vector<v1::Checkpoint> catalog = Catalog(*cluster, job.id());
+    ASSERT_FALSE(catalog.empty());
+    EXPECT_EQ(catalog.back().step(), 2 * kStepsPerEpoch);
+    for (const v1::Checkpoint& c : catalog) {
+      EXPECT_GT(c.write_ms(), 0) << c.step();
+      EXPECT_GT(c.blocked_ms(), 0) << c.step();
+    }
+    int points = 0;
+    for (const v1::JobEvent& e : cluster->Events(job.id())) {
+      if (e.metric().kind() != "checkpoint") continue;
+      ++points;
+      EXPECT_GT(e.metric().values().at("write_ms"), 0);
+      EXPECT_GT(e.metric().values().at("blocked_ms"), 0);
+    }
+    EXPECT_GE(points, static_cast<int>(catalog.size()));
   }
-  if (d) closedir(d);
-  EXPECT_EQ(temporaries, 0);
 }
 
 TEST(FaultToleranceTest, CoordinatorKilledMidJobReadoptsTheRunningRanks) {

@@ -150,6 +150,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "checkpoint: {every_steps: 10}",
                 "checkpoint.dir: is required when checkpoints are configured"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {async: true}",
+                "checkpoint.dir: is required when checkpoints are configured"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {dir: /c, async: sometimes}",
+                "checkpoint.async"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "checkpoint: {dir: /c, keep_best_by: f1, keep_best_mode: up}",
                 "checkpoint.keep_best_mode: unknown mode 'up' (known: min, max)"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
@@ -301,6 +307,11 @@ TEST(SpecTest, FaultToleranceAndCheckpointDefaults) {
   EXPECT_FALSE(spec.fault_tolerance().elastic());
   EXPECT_EQ(spec.checkpoint().keep_best_mode(), "min");  // a loss
   EXPECT_EQ(spec.checkpoint().every_steps(), 0);
+  EXPECT_FALSE(spec.checkpoint().async());
+  EXPECT_TRUE(ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                           "checkpoint: {dir: /c, async: true}\n")
+                  ->checkpoint()
+                  .async());
 }
 
 // keep_best_by names a metric the job reports, or it is refused at

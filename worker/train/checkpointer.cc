@@ -96,40 +96,103 @@ bool Checkpointer::Due(int64_t steps_done, bool epoch_end) const {
 absl::Status Checkpointer::Save(const TrainingCursor& cursor,
                                 const std::map<std::string, double>& eval) {
   if (ctx_.rank != 0 || dir_.empty()) return absl::OkStatus();
+  const auto start = std::chrono::steady_clock::now();
+  const bool async = spec_.checkpoint().async();
+  // One write at a time: the previous one's copy is then freed.
+  absl::Status previous = Finish();
   if (absl::Status ready = PrepareDir(); !ready.ok()) return ready;
-  absl::StatusOr<std::string> bytes = EncodeTrainingState(refs_, cursor);
-  if (!bytes.ok()) return bytes.status();
   const std::string path =
       absl::StrFormat("%s/step-%09d.ckpt", dir_, cursor.step);
-  std::function<void()> halfway;
-  if (ctx_.faults.Fires("crash_in_checkpoint", ctx_.rank, ctx_.generation,
-                        cursor.step)) {
-    halfway = [] {
+  const bool die_halfway = ctx_.faults.Fires("crash_in_checkpoint", ctx_.rank,
+                                             ctx_.generation, cursor.step);
+  v1::Checkpoint record;
+  record.set_job_id(ctx_.job_id);
+  record.set_step(cursor.step);
+  record.set_epoch(cursor.epoch);
+  record.set_samples_in_epoch(cursor.samples_in_epoch);
+  record.set_path(path);
+  record.set_world_size(ctx_.world_size);
+  record.set_generation(ctx_.generation);
+  for (const auto& [name, value] : eval) (*record.mutable_metrics())[name] = value;
+  auto blocked_ms = [&start] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  if (!async) {
+    Written written = Write(SnapshotTrainingState(refs_, cursor, /*copy=*/false),
+                            path, die_halfway, std::move(record));
+    written.record.set_blocked_ms(blocked_ms());
+    return Report(std::move(written));
+  }
+  auto snapshot = std::make_shared<TrainingSnapshot>(
+      SnapshotTrainingState(refs_, cursor, /*copy=*/true));
+  record.set_blocked_ms(blocked_ms());
+  pending_ = std::async(std::launch::async,
+                        [snapshot, path, die_halfway, record = std::move(record)] {
+                          return Write(*snapshot, path, die_halfway, record);
+                        });
+  return previous;
+}
+
+Checkpointer::Written Checkpointer::Write(const TrainingSnapshot& snapshot,
+                                          std::string path, bool die_halfway,
+                                          v1::Checkpoint record) {
+  const auto start = std::chrono::steady_clock::now();
+  Written out;
+  const std::string what = absl::StrCat("checkpoint of step ", snapshot.cursor.step);
+  absl::StatusOr<std::string> bytes;
+  try {
+    bytes = SerializeTrainingSnapshot(snapshot);
+  } catch (const std::exception& e) {
+    bytes = absl::InternalError(e.what());
+  }
+  if (!bytes.ok()) {
+    out.status = absl::Status(bytes.status().code(),
+                              absl::StrCat(what, " not written: ", bytes.status().message()));
+    return out;
+  }
+  AtomicWriteOptions write;
+  write.mode = kCheckpointFileMode;
+  if (die_halfway) {
+    write.halfway = [] {
       std::fprintf(stderr, "fault hook: dying halfway through a checkpoint\n");
       _exit(4);
     };
   }
-  AtomicWriteOptions write;
-  write.mode = kCheckpointFileMode;
-  write.halfway = halfway;
   absl::Status written = WriteFileAtomically(path, *bytes, write);
-  if (!written.ok()) return written;
-  ++written_;
-  if (ctx_.on_checkpoint) {
-    v1::Checkpoint record;
-    record.set_job_id(ctx_.job_id);
-    record.set_step(cursor.step);
-    record.set_epoch(cursor.epoch);
-    record.set_samples_in_epoch(cursor.samples_in_epoch);
-    record.set_path(path);
-    record.set_bytes(static_cast<int64_t>(bytes->size()));
-    record.set_world_size(ctx_.world_size);
-    record.set_generation(ctx_.generation);
-    record.set_created_unix_ms(NowUnixMs());
-    for (const auto& [name, value] : eval) (*record.mutable_metrics())[name] = value;
-    ctx_.on_checkpoint(record);
+  if (!written.ok()) {
+    out.status = absl::Status(written.code(),
+                              absl::StrCat(what, " not written: ", written.message()));
+    return out;
   }
+  record.set_bytes(static_cast<int64_t>(bytes->size()));
+  record.set_created_unix_ms(NowUnixMs());
+  record.set_write_ms(std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
+  out.record = std::move(record);
+  return out;
+}
+
+absl::Status Checkpointer::Report(Written written) {
+  if (!written.status.ok()) return written.status;
+  ++written_;
+  if (ctx_.on_checkpoint) ctx_.on_checkpoint(written.record);
   return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Poll() {
+  if (!pending_.valid() ||
+      pending_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return absl::OkStatus();
+  }
+  return Report(pending_.get());
+}
+
+absl::Status Checkpointer::Finish() {
+  if (!pending_.valid()) return absl::OkStatus();
+  return Report(pending_.get());
 }
 
 }  // namespace trainctl::train

@@ -27,9 +27,31 @@ int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string& key)
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
-                                                const TrainingCursor& cursor) {
+TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
+                                       const TrainingCursor& cursor, bool copy) {
   torch::NoGradGuard no_grad;
+  TrainingSnapshot snapshot;
+  snapshot.cursor = cursor;
+  for (auto& [name, tensor] : refs.model->NamedState()) {
+    // to(kCPU) of a host tensor shares its storage.
+    torch::Tensor host = tensor.detach().to(torch::kCPU);
+    if (copy && tensor.is_cpu()) host = host.clone();
+    snapshot.model.emplace_back(name, std::move(host));
+  }
+  snapshot.optimizer = ExportOptimizerState(*refs.optimizer, refs.params);
+  if (refs.scaler != nullptr) snapshot.scaler = refs.scaler->Save();
+  snapshot.rng_cpu = GeneratorState(torch::kCPU);
+  // On a GPU dropout draws from the device's generator.
+  const torch::Device device =
+      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
+  if (!device.is_cpu()) snapshot.rng_device = GeneratorState(device);
+  return snapshot;
+}
+
+absl::StatusOr<std::string> SerializeTrainingSnapshot(
+    const TrainingSnapshot& snapshot) {
+  torch::NoGradGuard no_grad;
+  const TrainingCursor& cursor = snapshot.cursor;
   torch::serialize::OutputArchive archive;
   archive.write("format_version", c10::IValue(kFormatVersion));
   archive.write("step", c10::IValue(cursor.step));
@@ -41,14 +63,13 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
   archive.write("epoch_order", c10::IValue(int64_t{cursor.epoch_order}));
 
   std::vector<std::string> names;
-  const auto state = refs.model->NamedState();
-  for (size_t i = 0; i < state.size(); ++i) {
-    names.push_back(state[i].first);
-    archive.write(ModelKey(i), state[i].second.detach().to(torch::kCPU));
+  for (size_t i = 0; i < snapshot.model.size(); ++i) {
+    names.push_back(snapshot.model[i].first);
+    archive.write(ModelKey(i), snapshot.model[i].second);
   }
   archive.write("model_names", c10::IValue(absl::StrJoin(names, "\n")));
 
-  const auto optimizer = ExportOptimizerState(*refs.optimizer, refs.params);
+  const std::vector<ParamOptimizerState>& optimizer = snapshot.optimizer;
   archive.write("optimizer_params", c10::IValue(int64_t(optimizer.size())));
   for (size_t i = 0; i < optimizer.size(); ++i) {
     const ParamOptimizerState& p = optimizer[i];
@@ -62,23 +83,25 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
     archive.write(absl::StrCat("opt_", i, "_fields"),
                   c10::IValue(absl::StrJoin(fields, ",")));
   }
-  if (refs.scaler != nullptr) {
-    const DynamicLossScaler::State s = refs.scaler->Save();
-    archive.write("scaler_scale", c10::IValue(s.scale));
-    archive.write("scaler_good_steps", c10::IValue(int64_t{s.good_steps}));
-    archive.write("scaler_skipped", c10::IValue(s.skipped));
+  if (snapshot.scaler) {
+    archive.write("scaler_scale", c10::IValue(snapshot.scaler->scale));
+    archive.write("scaler_good_steps", c10::IValue(int64_t{snapshot.scaler->good_steps}));
+    archive.write("scaler_skipped", c10::IValue(snapshot.scaler->skipped));
   }
-  archive.write("rng_cpu", GeneratorState(torch::kCPU));
-  // On a GPU dropout draws from the device's generator.
-  const torch::Device device =
-      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
-  if (!device.is_cpu()) archive.write("rng_device", GeneratorState(device));
+  archive.write("rng_cpu", snapshot.rng_cpu);
+  if (snapshot.rng_device.defined()) archive.write("rng_device", snapshot.rng_device);
   std::string bytes;
   archive.save_to([&bytes](const void* data, size_t size) {
     bytes.append(static_cast<const char*>(data), size);
     return size;
   });
   return bytes;
+}
+
+absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
+                                                const TrainingCursor& cursor) {
+  return SerializeTrainingSnapshot(
+      SnapshotTrainingState(refs, cursor, /*copy=*/false));
 }
 
 namespace {

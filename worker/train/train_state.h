@@ -3,13 +3,16 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/shard_plan.h"
 #include "worker/train/loss_scaler.h"
 #include "worker/train/models/model.h"
+#include "worker/train/optim/optimizer_state.h"
 
 namespace trainctl::train {
 
@@ -36,6 +39,27 @@ struct TrainingStateRefs {
   std::vector<torch::Tensor> params;  // the optimizer's, in order
   DynamicLossScaler* scaler = nullptr;  // null unless fp16
 };
+
+// Everything a checkpoint holds, in host memory. Taken with `copy`, it
+// shares no storage with the live model and optimizer, so it can be
+// serialized on another thread while training goes on.
+struct TrainingSnapshot {
+  TrainingCursor cursor;
+  std::vector<std::pair<std::string, torch::Tensor>> model;  // by name
+  std::vector<ParamOptimizerState> optimizer;                // per parameter
+  std::optional<DynamicLossScaler::State> scaler;
+  torch::Tensor rng_cpu;
+  torch::Tensor rng_device;  // undefined unless the parameters are on a GPU
+};
+
+// `copy`: also clone the tensors that are already in host memory (a GPU's
+// are always copied to the host, the optimizer's state always cloned).
+TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
+                                       const TrainingCursor& cursor, bool copy);
+
+// The snapshot as a checkpoint blob (below). Touches nothing but it.
+absl::StatusOr<std::string> SerializeTrainingSnapshot(
+    const TrainingSnapshot& snapshot);
 
 // One self-contained blob (torch's archive format): model parameters and
 // buffers by name, optimizer state per parameter, loss scaler, the CPU random

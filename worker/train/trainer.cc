@@ -402,6 +402,11 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       evaluate(step, epoch);
     }
     if (epoch_end) evaluate(step, epoch);
+    // A failed write loses that checkpoint, not the run; it is on stderr.
+    auto log_unsaved = [](const absl::Status& saved) {
+      if (!saved.ok()) std::cerr << saved.message() << std::endl;
+    };
+    log_unsaved(checkpoints.Poll());  // a background write that has ended
     if (checkpoints.Due(step, epoch_end)) {
       progress.Enter(RankProgress::Phase::kCheckpoint);
       // Local SGD replicas drift between averages; save their mean.
@@ -413,13 +418,12 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       cursor.global_batch = samples_per_step;
       cursor.train_samples = data.train->size();
       cursor.world_size = ctx.world_size;
-      absl::Status saved = checkpoints.Save(cursor, eval_now);
-      // A failed write loses this checkpoint, not the run; it is on stderr.
-      if (!saved.ok()) {
-        std::cerr << "checkpoint of step " << step
-                  << " not written: " << saved.message() << std::endl;
-      }
+      log_unsaved(checkpoints.Save(cursor, eval_now));
     }
+  }
+  if (checkpoints.writing()) progress.Enter(RankProgress::Phase::kCheckpoint);
+  if (absl::Status saved = checkpoints.Finish(); !saved.ok()) {
+    std::cerr << saved.message() << std::endl;
   }
   result.steps = step;
   result.checkpoints = checkpoints.written();
