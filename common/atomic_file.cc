@@ -70,7 +70,22 @@ absl::Status WriteFileAtomically(const std::string& path,
 absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes,
                                  const AtomicWriteOptions& options) {
-  const std::function<void()>& halfway = options.halfway;
+  // Two pieces, so that `halfway` runs after half of the bytes.
+  const size_t half = bytes.size() / 2;
+  return WriteFileAtomicallyStreamed(
+      path,
+      [&](const ByteSink& sink) {
+        absl::Status status = sink(bytes.data(), half);
+        if (!status.ok()) return status;
+        return sink(bytes.data() + half, bytes.size() - half);
+      },
+      options);
+}
+
+absl::Status WriteFileAtomicallyStreamed(
+    const std::string& path,
+    const std::function<absl::Status(const ByteSink& sink)>& produce,
+    const AtomicWriteOptions& options) {
   const std::string dir = DirOf(path);
   const std::string temp =
       absl::StrCat(dir, "/.", BaseOf(path), ".tmp-", ::getpid());
@@ -85,12 +100,13 @@ absl::Status WriteFileAtomically(const std::string& path,
       ::stat(path.c_str(), &old) == 0) {
     (void)!::fchown(fd, old.st_uid, old.st_gid);
   }
-  const size_t half = bytes.size() / 2;
-  absl::Status status = WriteAll(fd, bytes.data(), half, temp);
-  if (status.ok() && halfway) halfway();
-  if (status.ok()) {
-    status = WriteAll(fd, bytes.data() + half, bytes.size() - half, temp);
-  }
+  bool first = true;
+  absl::Status status = produce([&](const void* data, size_t size) {
+    absl::Status written = WriteAll(fd, static_cast<const char*>(data), size, temp);
+    if (written.ok() && first && options.halfway) options.halfway();
+    first = false;
+    return written;
+  });
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("cannot fsync", temp);
   if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", temp);
   if (status.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {

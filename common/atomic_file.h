@@ -34,6 +34,17 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes,
                                  const AtomicWriteOptions& options);
 
+// Receives a file's content piece by piece; an error stops the writer.
+using ByteSink = std::function<absl::Status(const void* data, size_t size)>;
+// The same guarantees for content produced piece by piece, written as it
+// comes, never held whole: `produce` hands every piece to the sink it gets
+// and returns its own error, or the sink's. `halfway` runs after the
+// first piece. On any error nothing is renamed and the temporary is removed.
+absl::Status WriteFileAtomicallyStreamed(
+    const std::string& path,
+    const std::function<absl::Status(const ByteSink& sink)>& produce,
+    const AtomicWriteOptions& options);
+
 // The whole file. NOT_FOUND when absent; other failures name the path.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

@@ -271,6 +271,14 @@ TEST_F(CheckpointResumeTest, ACopiedSnapshotIsUntouchedByTrainingOn) {
     shared_moved |= !torch::equal(shared.model[i].second, before[i]);
   }
   EXPECT_TRUE(shared_moved);  // the uncopied one is the live tensors
+  // A sink that fails (a full disk) stops the serializer with its error.
+  int pieces = 0;
+  absl::Status full = SerializeTrainingSnapshot(copied, [&](const void*, size_t) {
+    return ++pieces < 3 ? absl::OkStatus()
+                        : absl::ResourceExhaustedError("cannot write: disk full");
+  });
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(pieces, 3);
   // What it serializes still loads as the state of step 1.
   absl::StatusOr<std::string> bytes_after = SerializeTrainingSnapshot(copied);
   ASSERT_TRUE(bytes_after.ok());

@@ -53,6 +53,36 @@ TEST_F(AtomicFileTest, AWriterThatDiesHalfwayLeavesTheOldFile) {
   EXPECT_EQ(*ReadWholeFile(path), "old contents");
 }
 
+// Content written piece by piece as it is produced; a producer that fails
+// partway leaves the old file and no temporary.
+TEST_F(AtomicFileTest, StreamedContentIsWholeOrNotThere) {
+  const std::string path = dir_ + "/a.ckpt";
+  AtomicWriteOptions options;
+  ASSERT_TRUE(WriteFileAtomicallyStreamed(
+                  path,
+                  [](const ByteSink& sink) {
+                    for (const char* piece : {"one ", "two ", "three"}) {
+                      absl::Status s = sink(piece, std::string(piece).size());
+                      if (!s.ok()) return s;
+                    }
+                    return absl::OkStatus();
+                  },
+                  options)
+                  .ok());
+  EXPECT_EQ(*ReadWholeFile(path), "one two three");
+  absl::Status failed = WriteFileAtomicallyStreamed(
+      path,
+      [](const ByteSink& sink) {
+        absl::Status s = sink("partial", 7);
+        if (!s.ok()) return s;
+        return absl::DataLossError("the producer gave up");
+      },
+      options);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(*ReadWholeFile(path), "one two three");
+  EXPECT_EQ(RemoveStaleTemporaries(dir_), 0);
+}
+
 TEST_F(AtomicFileTest, ErrorsNameThePath) {
   absl::Status s = WriteFileAtomically(dir_ + "/missing/dir/a.ckpt", "x");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);

@@ -140,18 +140,6 @@ Checkpointer::Written Checkpointer::Write(const TrainingSnapshot& snapshot,
                                           v1::Checkpoint record) {
   const auto start = std::chrono::steady_clock::now();
   Written out;
-  const std::string what = absl::StrCat("checkpoint of step ", snapshot.cursor.step);
-  absl::StatusOr<std::string> bytes;
-  try {
-    bytes = SerializeTrainingSnapshot(snapshot);
-  } catch (const std::exception& e) {
-    bytes = absl::InternalError(e.what());
-  }
-  if (!bytes.ok()) {
-    out.status = absl::Status(bytes.status().code(),
-                              absl::StrCat(what, " not written: ", bytes.status().message()));
-    return out;
-  }
   AtomicWriteOptions write;
   write.mode = kCheckpointFileMode;
   if (die_halfway) {
@@ -160,13 +148,24 @@ Checkpointer::Written Checkpointer::Write(const TrainingSnapshot& snapshot,
       _exit(4);
     };
   }
-  absl::Status written = WriteFileAtomically(path, *bytes, write);
+  // Serialized straight into the file: never a second copy in memory.
+  int64_t bytes = 0;
+  absl::Status written = WriteFileAtomicallyStreamed(
+      path,
+      [&](const ByteSink& file) {
+        return SerializeTrainingSnapshot(snapshot, [&](const void* data, size_t size) {
+          bytes += static_cast<int64_t>(size);
+          return file(data, size);
+        });
+      },
+      write);
   if (!written.ok()) {
-    out.status = absl::Status(written.code(),
-                              absl::StrCat(what, " not written: ", written.message()));
+    out.status = absl::Status(
+        written.code(), absl::StrCat("checkpoint of step ", snapshot.cursor.step,
+                                     " not written: ", written.message()));
     return out;
   }
-  record.set_bytes(static_cast<int64_t>(bytes->size()));
+  record.set_bytes(bytes);
   record.set_created_unix_ms(NowUnixMs());
   record.set_write_ms(std::chrono::duration<double, std::milli>(
                           std::chrono::steady_clock::now() - start)

@@ -48,8 +48,10 @@ TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
   return snapshot;
 }
 
-absl::StatusOr<std::string> SerializeTrainingSnapshot(
-    const TrainingSnapshot& snapshot) {
+namespace {
+
+void SerializeOrThrow(const TrainingSnapshot& snapshot,
+                      const std::function<size_t(const void*, size_t)>& writer) {
   torch::NoGradGuard no_grad;
   const TrainingCursor& cursor = snapshot.cursor;
   torch::serialize::OutputArchive archive;
@@ -90,11 +92,37 @@ absl::StatusOr<std::string> SerializeTrainingSnapshot(
   }
   archive.write("rng_cpu", snapshot.rng_cpu);
   if (snapshot.rng_device.defined()) archive.write("rng_device", snapshot.rng_device);
+  archive.save_to(writer);
+}
+
+}  // namespace
+
+absl::Status SerializeTrainingSnapshot(const TrainingSnapshot& snapshot,
+                                       const ByteSink& sink) {
+  absl::Status sunk;
+  try {
+    // After an error the rest is dropped, not refused: a short count makes
+    // torch's writer throw from its destructor, which terminates.
+    SerializeOrThrow(snapshot, [&](const void* data, size_t size) -> size_t {
+      if (sunk.ok()) sunk = sink(data, size);
+      return size;
+    });
+  } catch (const std::exception& e) {
+    if (!sunk.ok()) return sunk;
+    return absl::InternalError(absl::StrCat("serializing the state: ", e.what()));
+  }
+  return sunk;
+}
+
+absl::StatusOr<std::string> SerializeTrainingSnapshot(
+    const TrainingSnapshot& snapshot) {
   std::string bytes;
-  archive.save_to([&bytes](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
+  absl::Status done =
+      SerializeTrainingSnapshot(snapshot, [&bytes](const void* data, size_t size) {
+        bytes.append(static_cast<const char*>(data), size);
+        return absl::OkStatus();
+      });
+  if (!done.ok()) return done;
   return bytes;
 }
 

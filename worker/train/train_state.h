@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "common/shard_plan.h"
 #include "worker/train/loss_scaler.h"
 #include "worker/train/models/model.h"
@@ -57,7 +58,12 @@ struct TrainingSnapshot {
 TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
                                        const TrainingCursor& cursor, bool copy);
 
-// The snapshot as a checkpoint blob (below). Touches nothing but it.
+// The snapshot as a checkpoint blob (below), handed to `sink` as it is
+// produced; the first error of the sink stops it and is returned. Touches
+// nothing but the snapshot.
+absl::Status SerializeTrainingSnapshot(const TrainingSnapshot& snapshot,
+                                       const ByteSink& sink);
+// The same blob, whole.
 absl::StatusOr<std::string> SerializeTrainingSnapshot(
     const TrainingSnapshot& snapshot);
 
