@@ -313,11 +313,14 @@ std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
                     absl::StrCat(c.samples_in_epoch()),
                     absl::StrCat(c.world_size()),
                     absl::StrFormat("%.1f MB", c.bytes() / 1e6),
+                    // How long training stood still for it ("-": an older record).
+                    c.blocked_ms() > 0 ? absl::StrFormat("%.0f ms", c.blocked_ms())
+                                       : "-",
                     FormatAge(c.created_unix_ms(), ctx.now_unix_ms),
                     eval.empty() ? "-" : absl::StrJoin(eval, " "), c.path()});
   }
-  return RenderTable({"STEP", "EPOCH", "SAMPLES", "RANKS", "SIZE", "AGE",
-                      "EVAL", "PATH"},
+  return RenderTable({"STEP", "EPOCH", "SAMPLES", "RANKS", "SIZE", "BLOCKED",
+                      "AGE", "EVAL", "PATH"},
                      rows);
 }
 

@@ -221,8 +221,13 @@ TEST(FormatTest, TrainAndEvalLinesShowWhatAPersonReadsUnlessWide) {
   c->set_step(100);
   c->set_path("/ckpt/job-1/step-100.ckpt");
   c->mutable_metrics()->insert(eval.values().begin(), eval.values().end());
+  c->set_blocked_ms(104.4);
+  c->set_write_ms(4824);
   const std::string table = RenderCheckpointTable(checkpoints, Ctx());
   EXPECT_THAT(table, HasSubstr("eval_accuracy=0.8476 eval_loss=0.4204"));
+  // How long training stood still for it.
+  EXPECT_THAT(table, HasSubstr("SIZE    BLOCKED  AGE"));
+  EXPECT_THAT(table, HasSubstr("0.0 MB  104 ms"));
   EXPECT_THAT(table, Not(HasSubstr("eval_ms")));
   EXPECT_THAT(RenderCheckpointTable(checkpoints, wide), HasSubstr("eval_ms=1380"));
 }
