@@ -3,6 +3,7 @@
 // coordinator restart, and elastic growth.
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "common/checkpoint_name.h"
 #include "common/log.h"
 #include "coordinator/checkpoint_retention.h"
 #include "coordinator/hang_detector.h"
@@ -151,12 +153,22 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     const std::string own_dir = absl::StrCat(spec.dir(), "/", job.id(), "/");
     const std::string name = info.path().substr(
         std::min(info.path().size(), own_dir.size()));
-    if (spec.dir().empty() || !absl::StartsWith(info.path(), own_dir) ||
-        !absl::StartsWith(name, "step-") || !absl::EndsWith(name, ".ckpt") ||
-        name.find('/') != std::string::npos) {
+    const std::optional<CheckpointName> parsed =
+        name.find('/') == std::string::npos ? ParseCheckpointFileName(name)
+                                            : std::nullopt;
+    if (spec.dir().empty() || !absl::StartsWith(info.path(), own_dir) || !parsed) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint of job ", job.id(), " reported outside ", own_dir,
           "step-*.ckpt; not cataloged"));
+    }
+    // The name fences generations (a stale writer has its own files): the
+    // one reported must be this generation's file of this step.
+    if (parsed->step != info.step() ||
+        (parsed->generation != 0 && parsed->generation != message.generation())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint of job ", job.id(), " at step ", info.step(),
+          " of generation ", message.generation(), " reported as ", name,
+          "; not cataloged"));
     }
     info.set_job_id(job.id());
     info.set_generation(message.generation());

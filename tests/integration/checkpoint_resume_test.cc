@@ -17,6 +17,7 @@
 #include "tests/integration/rank_threads.h"
 #include "worker/train/models/model.h"
 #include "worker/train/optim/optimizers.h"
+#include "worker/train/checkpointer.h"
 #include "worker/train/train_state.h"
 #include "worker/train/trainer.h"
 
@@ -288,6 +289,42 @@ TEST_F(CheckpointResumeTest, ACopiedSnapshotIsUntouchedByTrainingOn) {
   for (size_t i = 0; i < before.size(); ++i) {
     EXPECT_TRUE(torch::equal((*model)->NamedState()[i].second, before[i]));
   }
+}
+
+// Fencing: rank 0 of a generation that was replaced (cut off, training on)
+// writes files of its own generation's name, never over the new one's.
+TEST_F(CheckpointResumeTest, AStaleGenerationNeverWritesOverTheNewOnesFile) {
+  v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
+  DataInfo info;
+  info.input_shape = {784};
+  info.num_classes = 10;
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(spec, info);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<torch::Tensor> params = (*model)->Parameters();
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      BuildOptimizer(spec.optimizer(), params);
+  TrainingStateRefs refs{model->get(), optimizer.get(), params, nullptr};
+  TrainingCursor cursor;
+  cursor.step = 5;
+  std::vector<v1::Checkpoint> written;
+  auto save = [&](int generation) {
+    RankContext ctx;
+    ctx.job_id = "fenced";
+    ctx.generation = generation;
+    ctx.on_checkpoint = [&](const v1::Checkpoint& c) { written.push_back(c); };
+    Checkpointer checkpointer(spec, ctx, refs);
+    ASSERT_TRUE(checkpointer.Save(cursor, {}).ok());
+  };
+  save(2);
+  const absl::StatusOr<std::string> current = ReadWholeFile(written.back().path());
+  ASSERT_TRUE(current.ok());
+  torch::NoGradGuard no_grad;
+  for (auto& p : params) p.add_(1.0);  // the stale one trained on
+  save(1);
+  ASSERT_EQ(written.size(), 2u);
+  EXPECT_EQ(written[0].path(), dir_ + "/fenced/step-000000005-g2.ckpt");
+  EXPECT_EQ(written[1].path(), dir_ + "/fenced/step-000000005-g1.ckpt");
+  EXPECT_EQ(*ReadWholeFile(written[0].path()), *current);
 }
 
 TEST_F(CheckpointResumeTest, ACheckpointOfAnotherModelIsRefusedByName) {

@@ -303,12 +303,21 @@ TEST_F(JobManagerTest, ACheckpointOutsideTheJobsDirectoryIsNotCataloged) {
   for (const std::string& path : std::vector<std::string>{
            "/etc/shadow", "/ckpt/job-9/step-10.ckpt",
         "/ckpt/" + job.id() + "/../job-9/step-10.ckpt",
-        "/ckpt/" + job.id() + "/step-10.pt"}) {
+        "/ckpt/" + job.id() + "/step-10.pt",
+        // Another generation's file, or another step's (step 10 of
+        // generation 1 is reported): the name fences generations.
+        "/ckpt/" + job.id() + "/step-000000010-g2.ckpt",
+        "/ckpt/" + job.id() + "/step-000000011-g1.ckpt"}) {
     absl::Status refused =
         jobs_.OnRankCheckpoint("w1", CheckpointAt(job.id(), path));
     EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << path;
   }
   EXPECT_TRUE(jobs_.Checkpoints(job.id())->empty());
+  ASSERT_TRUE(jobs_
+                  .OnRankCheckpoint("w1", CheckpointAt(job.id(), "/ckpt/" + job.id() +
+                                                                 "/step-000000010-g1.ckpt"))
+                  .ok());
+  EXPECT_EQ(jobs_.Checkpoints(job.id())->size(), 1u);
 }
 
 TEST_F(JobManagerTest, ACheckpointReportedAfterTheLastExitIsStillCataloged) {

@@ -4,11 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cctype>
+#include <optional>
 #include <set>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "common/checkpoint_name.h"
 
 namespace trainctl::agent {
 
@@ -20,15 +19,8 @@ std::vector<std::string> StaleCheckpoints(const v1::DeleteCheckpoints& request) 
   if (dir == nullptr) return stale;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (!absl::StartsWith(name, "step-") || !absl::EndsWith(name, ".ckpt")) continue;
-    const std::string digits = name.substr(5, name.size() - 10);
-    int64_t step = 0;
-    if (digits.empty() ||
-        !std::all_of(digits.begin(), digits.end(),
-                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
-        !absl::SimpleAtoi(digits, &step) || step >= request.stale_below_step()) {
-      continue;
-    }
+    const std::optional<CheckpointName> parsed = ParseCheckpointFileName(name);
+    if (!parsed || parsed->step >= request.stale_below_step()) continue;
     const std::string path = request.dir() + "/" + name;
     struct stat st;
     if (keep.count(path) == 0 && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {

@@ -10,8 +10,9 @@
 
 namespace trainctl::agent {
 
-// The step-N.ckpt files directly in request.dir() with N below
-// request.stale_below_step() that request.keep() does not name, sorted.
+// The checkpoint files (common/checkpoint_name.h) directly in request.dir()
+// of a step below request.stale_below_step(), of any generation (a fenced
+// one's too), that request.keep() does not name, sorted.
 // Nothing else: no other names, no subdirectories, no temporary files.
 std::vector<std::string> StaleCheckpoints(const v1::DeleteCheckpoints& request);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/atomic_file.h"
+#include "common/checkpoint_name.h"
 #include "worker/train/grad_sync.h"
 
 namespace trainctl::train {
@@ -102,7 +103,7 @@ absl::Status Checkpointer::Save(const TrainingCursor& cursor,
   absl::Status previous = Finish();
   if (absl::Status ready = PrepareDir(); !ready.ok()) return ready;
   const std::string path =
-      absl::StrFormat("%s/step-%09d.ckpt", dir_, cursor.step);
+      absl::StrCat(dir_, "/", CheckpointFileName(cursor.step, ctx_.generation));
   const bool die_halfway = ctx_.faults.Fires("crash_in_checkpoint", ctx_.rank,
                                              ctx_.generation, cursor.step);
   v1::Checkpoint record;

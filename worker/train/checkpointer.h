@@ -15,7 +15,7 @@
 namespace trainctl::train {
 
 // A rank's side of checkpoints. Rank 0 writes <checkpoint.dir>/<job>/
-// step-NNNNNNNNN.ckpt atomically (common/atomic_file.h) and reports it; the
+// step-NNNNNNNNN-gG.ckpt (common/checkpoint_name.h) atomically (common/atomic_file.h) and reports it; the
 // coordinator keeps the catalog and decides retention. Resuming, rank 0
 // reads the file and broadcasts its bytes, so only rank 0's node needs to
 // see it, and every rank loads the same state whatever the world size.

@@ -1,0 +1,45 @@
+#include "common/checkpoint_name.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace trainctl {
+namespace {
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+}
+
+}  // namespace
+
+std::string CheckpointFileName(int64_t step, int generation) {
+  return absl::StrFormat("step-%09d-g%d.ckpt", step, generation);
+}
+
+std::optional<CheckpointName> ParseCheckpointFileName(std::string_view whole) {
+  absl::string_view name(whole.data(), whole.size());
+  if (!absl::ConsumePrefix(&name, "step-") || !absl::ConsumeSuffix(&name, ".ckpt")) {
+    return std::nullopt;
+  }
+  CheckpointName parsed;
+  const size_t dash = name.find("-g");
+  absl::string_view step = name.substr(0, dash);
+  if (dash != absl::string_view::npos) {
+    absl::string_view generation = name.substr(dash + 2);
+    if (!AllDigits(generation) || !absl::SimpleAtoi(generation, &parsed.generation) ||
+        parsed.generation < 1) {
+      return std::nullopt;
+    }
+  }
+  if (!AllDigits(step) || !absl::SimpleAtoi(step, &parsed.step)) return std::nullopt;
+  return parsed;
+}
+
+}  // namespace trainctl
