@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -196,7 +197,8 @@ TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
   }();
   ASSERT_GE(rows.size(), 2u) << checkpoints.output;
   EXPECT_TRUE(std::regex_search(
-      rows[0], std::regex("^STEP +EPOCH +SAMPLES +RANKS +SIZE +AGE +EVAL +PATH$")))
+      rows[0],
+      std::regex("^STEP +EPOCH +SAMPLES +RANKS +SIZE +BLOCKED +AGE +EVAL +PATH$")))
       << rows[0];
   CliResult checkpoints_json =
       cluster_->Cli({"checkpoints", id, "--output", "json"});
@@ -210,6 +212,10 @@ TEST_F(CliCommandsTest, WatchInATerminalRedrawsAnAdvancingBarToTheEnd) {
   EXPECT_EQ(rows.back().rfind(std::to_string(newest.step()) + " ", 0), 0u)
       << rows.back();
   EXPECT_THAT(rows.back(), HasSubstr(newest.path()));
+  EXPECT_GT(newest.blocked_ms(), 0);
+  char blocked[32];
+  std::snprintf(blocked, sizeof(blocked), "%.0f ms", newest.blocked_ms());
+  EXPECT_THAT(rows.back(), HasSubstr(blocked));
 
   // logs --output json: one object per (folded) line, each with its ranks.
   CliResult logs = cluster_->Cli({"logs", id, "--output", "json"});
