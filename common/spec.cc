@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -279,6 +280,12 @@ void ReadFaultTolerance(SpecReader& top, int ranks,
   f->set_min_workers(s.Int("min_workers", ranks, 1, kMaxRanks));
   f->set_max_workers(s.Int("max_workers", ranks, 1, kMaxRanks));
   f->set_hang_timeout_s(s.Double("hang_timeout_s", 60.0, 0.5, 86'400.0));
+  const double phase_default = std::max(f->hang_timeout_s(), 600.0);
+  f->set_eval_timeout_s(s.Double("eval_timeout_s", phase_default, 0.5, 86'400.0));
+  f->set_checkpoint_timeout_s(
+      s.Double("checkpoint_timeout_s", phase_default, 0.5, 86'400.0));
+  f->set_first_step_timeout_s(
+      s.Double("first_step_timeout_s", phase_default, 0.5, 86'400.0));
   f->set_elastic(s.Bool("elastic", false));
   if (f->min_workers() > ranks) {
     s.Error(s.Path("min_workers"), absl::StrCat(f->min_workers(), " is more than ranks (",

@@ -22,7 +22,34 @@ std::string Where(const v1::RankProgress& p) {
   return absl::StrCat(p.phase(), " at step ", p.step());
 }
 
+// The bound for where `p` is, and the spec field that sets it ("" for
+// hang_timeout_s).
+std::pair<int64_t, const char*> TimeoutFor(const v1::RankProgress& p,
+                                           const HangTimeouts& t) {
+  if (p.phase() == "evaluation") return {t.eval_ms, "eval_timeout_s"};
+  if (p.phase() == "checkpoint") return {t.checkpoint_ms, "checkpoint_timeout_s"};
+  if (p.step() == t.first_step) return {t.first_step_ms, "first_step_timeout_s"};
+  return {t.hang_ms, ""};
+}
+
+int64_t Ms(double seconds) { return static_cast<int64_t>(seconds * 1000); }
+
 }  // namespace
+
+HangTimeouts HangTimeouts::ForJob(const v1::Job& job) {
+  const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
+  HangTimeouts t;
+  t.hang_ms = Ms(ft.hang_timeout_s());
+  const double phase_default = std::max(ft.hang_timeout_s(), 600.0);
+  auto phase = [&](double seconds) {
+    return Ms(seconds > 0 ? seconds : phase_default);
+  };
+  t.eval_ms = phase(ft.eval_timeout_s());
+  t.checkpoint_ms = phase(ft.checkpoint_timeout_s());
+  t.first_step_ms = phase(ft.first_step_timeout_s());
+  t.first_step = job.resume_from().path().empty() ? 0 : job.resume_from().step();
+  return t;
+}
 
 void RecordProgress(v1::Job& job, const v1::RankHeartbeat& beat,
                     int64_t now_ms) {
@@ -35,6 +62,7 @@ void RecordProgress(v1::Job& job, const v1::RankHeartbeat& beat,
       p.set_phase(beat.phase());
       p.set_changed_unix_ms(now_ms);
     }
+    p.set_reported_unix_ms(now_ms);
     return;
   }
   v1::RankProgress* p = job.add_progress();
@@ -43,15 +71,16 @@ void RecordProgress(v1::Job& job, const v1::RankHeartbeat& beat,
   p->set_collective_seq(beat.collective_seq());
   p->set_phase(beat.phase());
   p->set_changed_unix_ms(now_ms);
+  p->set_reported_unix_ms(now_ms);
 }
 
 std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
-                                    int64_t timeout_ms) {
-  if (timeout_ms <= 0) return std::nullopt;
+                                    const HangTimeouts& timeouts) {
+  if (timeouts.hang_ms <= 0) return std::nullopt;
   const v1::RankProgress* stuck = nullptr;
   for (const v1::RankProgress& p : job.progress()) {
     if (p.phase() == "starting") continue;
-    if (now_ms - p.changed_unix_ms() < timeout_ms) continue;
+    if (now_ms - p.changed_unix_ms() < TimeoutFor(p, timeouts).first) continue;
     if (stuck == nullptr || Position(p) < Position(*stuck)) stuck = &p;
   }
   if (stuck == nullptr) return std::nullopt;
@@ -61,6 +90,12 @@ std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
   for (const v1::RankProgress& p : job.progress()) {
     if (Position(p) < Position(*behind)) behind = &p;
   }
+  // The others wait for it: while it is within its own phase's bound (an
+  // evaluation, rank 0's checkpoint), waiting long is no hang.
+  const auto [bound_ms, field] = TimeoutFor(*behind, timeouts);
+  if (behind->phase() == "starting" || now_ms - behind->changed_unix_ms() < bound_ms) {
+    return std::nullopt;
+  }
   std::string worker = "an unknown worker";
   if (behind->rank() >= 0 && behind->rank() < job.ranks_size()) {
     worker = absl::StrCat("worker ", job.ranks(behind->rank()).worker());
@@ -69,6 +104,13 @@ std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
   std::string out = absl::StrCat("rank ", behind->rank(), " on ", worker,
                                  " stuck in ", Where(*behind), " for ", stale_s,
                                  " s");
+  if (*field != '\0') {
+    absl::StrAppend(&out, " (over ", field, " ", bound_ms / 1000.0, ")");
+  }
+  if (behind->reported_unix_ms() > 0) {
+    absl::StrAppend(&out, ", last report ",
+                    (now_ms - behind->reported_unix_ms()) / 1000, " s ago");
+  }
   std::vector<int> waiting;
   const v1::RankProgress* ahead = nullptr;
   for (const v1::RankProgress& p : job.progress()) {

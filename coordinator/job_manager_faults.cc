@@ -270,9 +270,7 @@ void JobManager::CheckHangsLocked(Outbox* outbox) {
   for (const std::string& id : order_) {
     v1::Job& job = jobs_.at(id);
     if (job.state() != v1::JOB_STATE_RUNNING) continue;
-    const auto timeout_ms = static_cast<int64_t>(
-        job.spec().fault_tolerance().hang_timeout_s() * 1000);
-    std::optional<std::string> hang = FindHang(job, now, timeout_ms);
+    std::optional<std::string> hang = FindHang(job, now, HangTimeouts::ForJob(job));
     if (hang) EndGenerationLocked(job, *hang, /*counted=*/true, outbox);
   }
 }

@@ -184,7 +184,51 @@ TEST_F(JobManagerFaultsTest, HungRankIsNamedAndTheGenerationRestarts) {
   EXPECT_EQ(hung.state(), v1::JOB_STATE_RESTARTING);
   EXPECT_THAT(hung.reason(),
               HasSubstr("rank 1 on worker w2 stuck in compute at step 10 for "
-                        "6 s (rank 0 waits in all-reduce #11 at step 10)"));
+                        "6 s, last report 0 s ago (rank 0 waits in all-reduce "
+                        "#11 at step 10)"));
+}
+
+// An evaluation, rank 0's checkpoint and a generation's first step have
+// their own bounds: the others waiting for them that long is no hang, a
+// stall past the bound is, and the reason names the bound.
+TEST_F(JobManagerFaultsTest, LongPhasesHaveTheirOwnBounds) {
+  struct Case {
+    const char* phase;
+    int64_t step;
+    const char* field;
+  };
+  for (const Case& c : {Case{"evaluation", 10, "eval_timeout_s"},
+                        Case{"checkpoint", 10, "checkpoint_timeout_s"},
+                        Case{"compute", 0, "first_step_timeout_s"}}) {
+    SCOPED_TRACE(c.phase);
+    auto w1 = AddWorker(std::string("a-") + c.field, 1);
+    auto w2 = AddWorker(std::string("b-") + c.field, 1);
+    v1::Job job = *jobs_.Submit(
+        FaultSpec(2, 16,
+                  std::string("fault_tolerance: {hang_timeout_s: 5, ") + c.field +
+                      ": 30, max_restarts: 1}\n"),
+        false);
+    const std::string a = job.ranks(0).worker(), b = job.ranks(1).worker();
+    Progress(a, job.id(), 0, c.step, 3, c.phase);
+    Progress(b, job.id(), 1, c.step, 4, "all-reduce");  // waits for rank 0
+    for (int s = 0; s < 29; ++s) {
+      clock_.AdvanceMs(1'000);
+      Progress(a, job.id(), 0, c.step, 3, c.phase);
+      Progress(b, job.id(), 1, c.step, 4, "all-reduce");
+      jobs_.CheckLeases();
+    }
+    ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+    clock_.AdvanceMs(2'000);  // 31 s: past the phase's bound
+    Progress(b, job.id(), 1, c.step, 4, "all-reduce");  // rank 0's node is silent
+    jobs_.CheckLeases();
+    v1::Job hung = *jobs_.Get(job.id());
+    EXPECT_EQ(hung.state(), v1::JOB_STATE_RESTARTING);
+    EXPECT_THAT(hung.reason(),
+                HasSubstr(absl::StrCat("rank 0 on worker ", a, " stuck in ", c.phase,
+                                       " at step ", c.step, " for 31 s (over ",
+                                       c.field, " 30), last report 2 s ago")));
+    (void)jobs_.Cancel(job.id(), "next case");
+  }
 }
 
 TEST_F(JobManagerFaultsTest, ProgressThatMovesIsNotAHang) {

@@ -150,6 +150,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "checkpoint: {every_steps: 10}",
                 "checkpoint.dir: is required when checkpoints are configured"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "fault_tolerance: {eval_timeout_s: 0}",
+                "fault_tolerance.eval_timeout_s"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "checkpoint: {async: true}",
                 "checkpoint.dir: is required when checkpoints are configured"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
@@ -304,6 +307,17 @@ TEST(SpecTest, FaultToleranceAndCheckpointDefaults) {
   EXPECT_EQ(spec.fault_tolerance().min_workers(), 4);
   EXPECT_EQ(spec.fault_tolerance().max_workers(), 4);
   EXPECT_EQ(spec.fault_tolerance().hang_timeout_s(), 60.0);
+  // Long phases: at least ten minutes, never less than hang_timeout_s.
+  EXPECT_EQ(spec.fault_tolerance().eval_timeout_s(), 600.0);
+  EXPECT_EQ(spec.fault_tolerance().checkpoint_timeout_s(), 600.0);
+  EXPECT_EQ(spec.fault_tolerance().first_step_timeout_s(), 600.0);
+  const v1::FaultToleranceSpec slow =
+      ParseJobSpec("model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                   "fault_tolerance: {hang_timeout_s: 900, eval_timeout_s: 7200}\n")
+          ->fault_tolerance();
+  EXPECT_EQ(slow.eval_timeout_s(), 7200.0);
+  EXPECT_EQ(slow.checkpoint_timeout_s(), 900.0);
+  EXPECT_EQ(slow.first_step_timeout_s(), 900.0);
   EXPECT_FALSE(spec.fault_tolerance().elastic());
   EXPECT_EQ(spec.checkpoint().keep_best_mode(), "min");  // a loss
   EXPECT_EQ(spec.checkpoint().every_steps(), 0);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -168,10 +169,16 @@ int RunRank(const v1::RankLaunch& launch) {
   const v1::JobSpec& spec = launch.spec();
   args.threads = std::max(1, launch.threads());
   at::set_num_threads(args.threads);
-  const double hang_s = spec.fault_tolerance().hang_timeout_s();
+  const v1::FaultToleranceSpec& ft = spec.fault_tolerance();
+  const double hang_s = ft.hang_timeout_s();
   if (hang_s > 0) {
+    // A backstop behind the coordinator's hang detection, so longer than
+    // any phase's bound: peers wait in a collective through rank 0's
+    // checkpoint, a slower rank's evaluation, a first step.
+    const double phases_s = std::max(
+        {ft.eval_timeout_s(), ft.checkpoint_timeout_s(), ft.first_step_timeout_s()});
     args.collective_timeout_ms = static_cast<int64_t>(
-        1000 * std::max(2 * hang_s, hang_s + 30));
+        1000 * std::max({2 * hang_s, hang_s + 30, phases_s + 30}));
   }
 
   RankContext ctx;
