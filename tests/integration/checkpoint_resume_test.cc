@@ -195,6 +195,26 @@ TEST_F(CheckpointResumeTest, FourRankCheckpointLoadsIntoTwoAndThreeRanks) {
             1e-5);
 }
 
+// A model on Fashion-MNIST's shapes and its optimizer, outside the loop,
+// for tests of what a checkpoint takes from them.
+struct LiveState {
+  explicit LiveState(const v1::JobSpec& spec) {
+    DataInfo info;
+    info.input_shape = {784};
+    info.num_classes = 10;
+    absl::StatusOr<std::unique_ptr<Model>> built = BuildModel(spec, info);
+    if (!built.ok()) return;
+    model = std::move(*built);
+    params = model->Parameters();
+    optimizer = BuildOptimizer(spec.optimizer(), params);
+  }
+  std::unique_ptr<Model> model;
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+
+  TrainingStateRefs Refs() { return {model.get(), optimizer.get(), params, nullptr}; }
+};
+
 // checkpoint.async: every checkpoint is written and reported, in step
 // order, with what it cost; each holds the state of its own step although
 // training went on while it was written (resuming from it ends where the
@@ -239,23 +259,17 @@ TEST_F(CheckpointResumeTest, AsyncCheckpointsHoldTheirStepsStateAndResumeExactly
 // What an async write serializes shares no storage with the live state:
 // training on after the snapshot changes none of it.
 TEST_F(CheckpointResumeTest, ACopiedSnapshotIsUntouchedByTrainingOn) {
-  v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
-  DataInfo info;
-  info.input_shape = {784};
-  info.num_classes = 10;
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(spec, info);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<torch::Tensor> params = (*model)->Parameters();
-  std::unique_ptr<torch::optim::Optimizer> optimizer =
-      BuildOptimizer(spec.optimizer(), params);
+  const v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
+  LiveState live(spec);
+  ASSERT_TRUE(live.model) << "cannot build the spec's model";
   auto step = [&] {
-    optimizer->zero_grad();
+    live.optimizer->zero_grad();
     torch::Tensor x = torch::randn({8, 784});
-    (*model)->Forward(x).pow(2).mean().backward();
-    optimizer->step();
+    live.model->Forward(x).pow(2).mean().backward();
+    live.optimizer->step();
   };
   step();  // the optimizer has state
-  TrainingStateRefs refs{model->get(), optimizer.get(), params, nullptr};
+  const TrainingStateRefs refs = live.Refs();
   TrainingCursor cursor;
   cursor.step = 1;
   TrainingSnapshot copied = SnapshotTrainingState(refs, cursor, /*copy=*/true);
@@ -287,23 +301,17 @@ TEST_F(CheckpointResumeTest, ACopiedSnapshotIsUntouchedByTrainingOn) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->step, 1);
   for (size_t i = 0; i < before.size(); ++i) {
-    EXPECT_TRUE(torch::equal((*model)->NamedState()[i].second, before[i]));
+    EXPECT_TRUE(torch::equal(live.model->NamedState()[i].second, before[i]));
   }
 }
 
 // Fencing: rank 0 of a generation that was replaced (cut off, training on)
 // writes files of its own generation's name, never over the new one's.
 TEST_F(CheckpointResumeTest, AStaleGenerationNeverWritesOverTheNewOnesFile) {
-  v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
-  DataInfo info;
-  info.input_shape = {784};
-  info.num_classes = 10;
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(spec, info);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<torch::Tensor> params = (*model)->Parameters();
-  std::unique_ptr<torch::optim::Optimizer> optimizer =
-      BuildOptimizer(spec.optimizer(), params);
-  TrainingStateRefs refs{model->get(), optimizer.get(), params, nullptr};
+  const v1::JobSpec spec = MakeSpec(1, "{type: adamw, lr: 0.01}", 4, 0);
+  LiveState live(spec);
+  ASSERT_TRUE(live.model) << "cannot build the spec's model";
+  const TrainingStateRefs refs = live.Refs();
   TrainingCursor cursor;
   cursor.step = 5;
   std::vector<v1::Checkpoint> written;
@@ -319,7 +327,7 @@ TEST_F(CheckpointResumeTest, AStaleGenerationNeverWritesOverTheNewOnesFile) {
   const absl::StatusOr<std::string> current = ReadWholeFile(written.back().path());
   ASSERT_TRUE(current.ok());
   torch::NoGradGuard no_grad;
-  for (auto& p : params) p.add_(1.0);  // the stale one trained on
+  for (auto& p : live.params) p.add_(1.0);  // the stale one trained on
   save(1);
   ASSERT_EQ(written.size(), 2u);
   EXPECT_EQ(written[0].path(), dir_ + "/fenced/step-000000005-g2.ckpt");
