@@ -4,7 +4,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/spec.h"
 #include "coordinator/job_state.h"
@@ -16,6 +18,27 @@ namespace {
 
 constexpr int kMaxUnfinishedJobsPerUser = 1000;
 
+// A new job's first event (seq 1): its submission.
+v1::JobEvent FirstEvent(const v1::Job& job) {
+  v1::JobEvent event;
+  event.set_seq(1);
+  event.set_job_id(job.id());
+  event.set_time_unix_ms(job.created_unix_ms());
+  *event.mutable_transition() = job.transitions(0);
+  return event;
+}
+
+// The N of "job-N" (ids are only ever made that way); 0 otherwise.
+int64_t JobNumber(const std::string& id) {
+  int64_t number = 0;
+  absl::string_view digits = id;
+  if (!absl::ConsumePrefix(&digits, "job-") ||
+      !absl::SimpleAtoi(digits, &number)) {
+    return 0;
+  }
+  return number;
+}
+
 }  // namespace
 
 JobManager::JobManager(const Clock& clock, EventHub& events,
@@ -25,6 +48,7 @@ JobManager::JobManager(const Clock& clock, EventHub& events,
       events_(events),
       rendezvous_(rendezvous),
       store_(store),
+      writer_(store, events, clock),
       heartbeat_interval_ms_(heartbeat_interval_ms),
       registry_(clock, lease_ms),
       // Long enough for agents to notice the outage and reconnect (their
@@ -62,13 +86,16 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     return dry->job();
   }
 
-  Outbox outbox;
-  v1::Job snapshot;
+  // First its id and its durable record, then (only if that worked) the
+  // job in memory: the commit happens outside mu_, and no one sees a job
+  // that a failed write would have to take back.
+  StoreWriter::Ticket recorded;
+  int64_t number = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A flood of submissions from one user stays bounded (each job keeps
     // its spec in memory and on disk until it ends and is retired).
-    int unfinished = 0;
+    int unfinished = submitting_[owner];
     for (const auto& [id, other] : jobs_) {
       unfinished += other.owner() == owner && !IsFinal(other.state());
     }
@@ -78,45 +105,52 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
           " jobs queued or running, the limit; wait for some to end or "
           "cancel some"));
     }
-    const int64_t number = next_job_number_;
+    number = next_job_number_++;
+    ++submitting_[owner];
     job.set_id(absl::StrCat("job-", number));
     job.set_state(v1::JOB_STATE_QUEUED);
     job.set_created_unix_ms(clock_.NowUnixMs());
-    v1::JobEvent event;
-    event.set_seq(1);  // a new job's first event
-    event.set_job_id(job.id());
-    event.set_time_unix_ms(job.created_unix_ms());
-    auto* t = event.mutable_transition();
+    auto* t = job.add_transitions();
     t->set_to(v1::JOB_STATE_QUEUED);
     t->set_time_unix_ms(job.created_unix_ms());
     t->set_reason("submitted");
-    *job.add_transitions() = *t;
     // Durable before the id is handed out: a restart never forgets (or
     // reuses) an id a client was given.
     JobWrite write;
     write.jobs.push_back(job);
-    write.events.push_back(event);
+    write.events.push_back(FirstEvent(job));
     write.next_job_number = number + 1;
-    if (absl::Status saved = store_.Write(write, Durability::kImmediate);
-        !saved.ok()) {
+    recorded = writer_.EnqueueNewJob(std::move(write));
+  }
+  const absl::Status saved = writer_.Drain(recorded);
+  v1::Job snapshot;
+  {
+    Turn turn(*this);
+    if (--submitting_[owner] == 0) submitting_.erase(owner);
+    if (!saved.ok()) {
+      // The id goes back unless a later submission took the next one.
+      if (next_job_number_ == number + 1) next_job_number_ = number;
       TLOG_ERROR << "cannot record a submitted job: " << saved.message();
       return absl::UnavailableError(absl::StrCat(
           "the coordinator cannot record the job: ", saved.message()));
     }
-    next_job_number_ = number + 1;
-    auto [it, inserted] = jobs_.emplace(job.id(), std::move(job));
-    v1::Job& stored = it->second;
-    order_.push_back(stored.id());
-    queue_.push_back(stored.id());
-    events_.Append(stored.id(), std::move(event));
-    events_.Publish(stored.id(), 1);  // written above, durably
-    ScheduleLocked(&outbox);
-    SaveLocked().IgnoreError();  // logged; retried with the next change
-    snapshot = stored;
+    const std::string id = job.id();
+    jobs_.emplace(id, std::move(job));
+    // In id order, which is the store's order, even when a submission
+    // whose write finished first took a later id.
+    auto later = [this, number](const std::string& other) {
+      return JobNumber(other) > number;
+    };
+    order_.insert(std::find_if(order_.begin(), order_.end(), later), id);
+    queue_.insert(std::find_if(queue_.begin(), queue_.end(), later), id);
+    events_.Append(id, FirstEvent(jobs_.at(id)));
+    events_.Publish(id, 1);  // written above, durably
+    ScheduleLocked(turn.outbox());
+    turn.Save();
+    snapshot = jobs_.at(id);
   }
   TLOG_INFO << "job " << snapshot.id() << " (" << snapshot.spec().name()
             << ") submitted, " << snapshot.spec().ranks() << " ranks";
-  Deliver(outbox);
   return snapshot;
 }
 
@@ -145,10 +179,9 @@ std::vector<v1::Job> JobManager::List(
 
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
                                            const std::string& reason) {
-  Outbox outbox;
   v1::Job snapshot;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Turn turn(*this);
     v1::Job* job = FindLocked(job_id);
     if (job == nullptr) {
       return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
@@ -159,11 +192,10 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
     }
     // During RESTARTING too: a cancel always wins over a pending restart.
     EndJobLocked(*job, v1::JOB_STATE_CANCELLED,
-                 reason.empty() ? "cancelled by user" : reason, &outbox);
-    SaveLocked().IgnoreError();
+                 reason.empty() ? "cancelled by user" : reason, turn.outbox());
+    turn.Save();
     snapshot = *job;
-  }
-  Deliver(outbox);
+  }  // recorded before the caller hears of it
   return snapshot;
 }
 
@@ -174,9 +206,8 @@ std::vector<v1::WorkerInfo> JobManager::Workers() const {
 
 absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
                                         std::shared_ptr<AgentLink> link) {
-  Outbox outbox;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Turn turn(*this);
     absl::Status status = registry_.Register(info, link);
     if (!status.ok()) return status;
     v1::CoordinatorMessage hello;
@@ -185,27 +216,23 @@ absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
         heartbeat_interval_ms_);
     Outbox cancels;
     ReattachRanksLocked(info, link, hello.mutable_registered(), &cancels);
+    Outbox& outbox = *turn.outbox();
     outbox.push_back({link, std::move(hello)});
     outbox.insert(outbox.end(), cancels.begin(), cancels.end());
     ScheduleLocked(&outbox);
-    SaveLocked().IgnoreError();
+    turn.Save();
   }
   TLOG_INFO << "worker " << info.name() << " registered: " << info.slots()
             << " slots at " << info.collective_host();
-  Deliver(outbox);
   return absl::OkStatus();
 }
 
 void JobManager::WorkerDisconnected(const std::string& worker,
                                     const AgentLink* link) {
-  Outbox outbox;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (shutting_down_) return;  // the streams close because we stop
-    LoseWorkerLocked(worker, link, "its stream closed", &outbox);
-    SaveLocked().IgnoreError();
-  }
-  Deliver(outbox);
+  Turn turn(*this);
+  if (shutting_down_) return;  // the streams close because we stop
+  LoseWorkerLocked(worker, link, "its stream closed", turn.outbox());
+  turn.Save();
 }
 
 void JobManager::Heartbeat(const std::string& worker) {
@@ -214,22 +241,20 @@ void JobManager::Heartbeat(const std::string& worker) {
 }
 
 void JobManager::CheckLeases() {
-  Outbox outbox;
   std::vector<std::shared_ptr<AgentLink>> expired_links;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Turn turn(*this);
     for (const std::string& name : registry_.Expired()) {
       if (const auto* w = registry_.Find(name)) expired_links.push_back(w->link);
       LoseWorkerLocked(name, nullptr, "its lease expired (no heartbeat)",
-                       &outbox);
+                       turn.outbox());
     }
-    CheckHangsLocked(&outbox);
-    CheckReattachLocked(&outbox);
-    SaveLocked().IgnoreError();
-    RetireFinishedLocked();
+    CheckHangsLocked(turn.outbox());
+    CheckReattachLocked(turn.outbox());
+    turn.Save();
+    turn.Add(RetireFinishedLocked());
   }
   for (auto& link : expired_links) link->Disconnect();
-  Deliver(outbox);
 }
 
 v1::Job* JobManager::FindLocked(const std::string& job_id) {

@@ -20,6 +20,7 @@
 #include "coordinator/report_limiter.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/store_writer.h"
 #include "coordinator/worker_registry.h"
 #include "trainctl/v1/jobs.pb.h"
 #include "trainctl/v1/workers.pb.h"
@@ -34,8 +35,8 @@ namespace trainctl::coordinator {
 // durably before the call returns, rank states, metrics and logs grouped
 // (see the store). Lifecycle: construct, Recover() once before serving,
 // Flush() at shutdown. Thread-safe: one mutex guards all job and worker
-// state and the writes to the store; messages to agents are sent after the
-// lock is released.
+// state; the writes to the store (StoreWriter) and then the messages to
+// agents are carried out after it is released (Turn).
 class JobManager {
  public:
   JobManager(const Clock& clock, EventHub& events, Rendezvous& rendezvous,
@@ -139,6 +140,28 @@ class JobManager {
   };
   using Outbox = std::vector<Outgoing>;
 
+  // One input's hold on mu_. Leaving its scope releases the lock, then
+  // carries out the input's effects in one place: its store writes first
+  // (waiting for the durable ones), then its messages to agents, so that
+  // no agent hears of a transition a crash could still undo.
+  class Turn {
+   public:
+    explicit Turn(JobManager& jobs) : jobs_(jobs), lock_(jobs.mu_) {}
+    ~Turn();
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+    Outbox* outbox() { return &outbox_; }
+    // Queues the changes so far (SaveLocked), written after the lock.
+    void Save() { write_.Add(jobs_.SaveLocked()); }
+    void Add(StoreWriter::Ticket write) { write_.Add(std::move(write)); }
+
+   private:
+    JobManager& jobs_;
+    std::unique_lock<std::mutex> lock_;
+    Outbox outbox_;
+    StoreWriter::Ticket write_;
+  };
+
   v1::Job* FindLocked(const std::string& job_id);
   void TransitionLocked(v1::Job& job, v1::JobState to,
                         const std::string& reason);
@@ -167,8 +190,9 @@ class JobManager {
   v1::Checkpoint ResumePointLocked(const v1::Job& job);
   void CheckHangsLocked(Outbox* outbox);
   // Deletes finished jobs past the retention (a bounded number per call).
-  void RetireFinishedLocked();
-  absl::Status DeleteLocked(const std::string& job_id);
+  [[nodiscard]] StoreWriter::Ticket RetireFinishedLocked();
+  // Forgets the job and queues its deletion from the store.
+  absl::StatusOr<StoreWriter::Ticket> DeleteLocked(const std::string& job_id);
   void CheckReattachLocked(Outbox* outbox);
   // Re-adopts the ranks a reconnecting agent reports; cancels those no job
   // generation owns any more.
@@ -201,14 +225,16 @@ class JobManager {
   // Appends to the EventHub and queues the stamped event for the store.
   void RecordEventLocked(const std::string& job_id, v1::JobEvent event);
   void MarkDirtyLocked(const std::string& job_id) { dirty_.insert(job_id); }
-  // Writes the changed jobs and new events as one group; on failure keeps
-  // them to retry with the next save (writes are idempotent).
-  absl::Status SaveLocked();
+  // Queues the changed jobs and new events as one group for the
+  // StoreWriter (durable when they include a transition); the caller
+  // drains the ticket once mu_ is released (Turn does).
+  [[nodiscard]] StoreWriter::Ticket SaveLocked();
 
   const Clock& clock_;
   EventHub& events_;
   Rendezvous& rendezvous_;
   JobStore& store_;
+  StoreWriter writer_;  // every write of jobs and events goes through it
   const int64_t heartbeat_interval_ms_;
 
   mutable std::mutex mu_;
@@ -217,11 +243,13 @@ class JobManager {
   std::vector<std::string> order_;       // submission order, GUARDED_BY(mu_)
   std::deque<std::string> queue_;        // QUEUED jobs, FIFO, GUARDED_BY(mu_)
   int64_t next_job_number_ = 1;          // GUARDED_BY(mu_)
-  // Changes not yet handed to the store, all GUARDED_BY(mu_).
+  // Changes not yet queued for the store, all GUARDED_BY(mu_).
   std::set<std::string> dirty_;
   std::vector<v1::JobEvent> unsaved_events_;
-  bool save_now_ = false;       // they include a transition: not grouped
-  bool store_failing_ = false;  // log a failing store once, not per event
+  bool save_now_ = false;  // they include a transition: not grouped
+  // Submissions between their id and their first durable write, by owner
+  // (they count against the owner's limit). GUARDED_BY(mu_)
+  std::map<std::string, int> submitting_;
   bool shutting_down_ = false;
   // RUNNING jobs found at startup whose ranks may still be training: the
   // time by which their agents must re-adopt them. GUARDED_BY(mu_)

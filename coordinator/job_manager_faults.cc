@@ -121,9 +121,9 @@ absl::StatusOr<std::vector<v1::Checkpoint>> JobManager::Checkpoints(
 
 absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
                                           const v1::RankCheckpoint& message) {
-  Outbox outbox;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Turn turn(*this);
+    Outbox& outbox = *turn.outbox();
     v1::Job* found = FindLocked(message.job_id());
     // Rank 0 of the job's latest generation writes its checkpoints; after a
     // coordinator outage its report may arrive after its exit (and the job's
@@ -234,9 +234,8 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     (*point->mutable_values())["write_ms"] = info.write_ms();
     RecordEventLocked(job.id(), std::move(event));
     MaybeGrowLocked(job, &outbox);
-    SaveLocked().IgnoreError();
+    turn.Save();
   }
-  Deliver(outbox);
   return absl::OkStatus();
 }
 

@@ -15,9 +15,9 @@ namespace trainctl::coordinator {
 
 absl::Status JobManager::OnRankStatus(const std::string& worker,
                                       const v1::RankStatus& status) {
-  Outbox outbox;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    Turn turn(*this);
+    Outbox& outbox = *turn.outbox();
     absl::Status owner = CheckRankOwnerLocked(worker, status.job_id(),
                                               status.generation(),
                                               status.rank());
@@ -31,7 +31,7 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
         rank->set_state(v1::RANK_STATE_RUNNING);
         rank->set_pid(status.pid());
         MarkDirtyLocked(job.id());
-        SaveLocked().IgnoreError();
+        turn.Save();
       }
       return absl::OkStatus();
     }
@@ -86,15 +86,14 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
       }
     }
     ScheduleLocked(&outbox);  // a slot came free
-    SaveLocked().IgnoreError();
+    turn.Save();
   }
-  Deliver(outbox);
   return absl::OkStatus();
 }
 
 absl::Status JobManager::OnRankMetrics(const std::string& worker,
                                        const v1::RankMetrics& metrics) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Turn turn(*this);
   const v1::MetricPoint& point = metrics.point();
   absl::Status owner = CheckRankOwnerLocked(worker, metrics.job_id(),
                                             metrics.generation(), point.rank());
@@ -135,13 +134,13 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
     *event.mutable_metric() = point;
     RecordEventLocked(job.id(), std::move(event));
   }
-  SaveLocked().IgnoreError();
+  turn.Save();
   return absl::OkStatus();
 }
 
 absl::Status JobManager::OnRankLog(const std::string& worker,
                                    const v1::RankLog& log) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Turn turn(*this);
   absl::Status owner = CheckRankOwnerLocked(worker, log.job_id(),
                                             log.generation(), log.line().rank());
   if (!owner.ok()) return owner;
@@ -161,7 +160,7 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   }
   if (!WithinBudgetLocked(job, log.line().rank(),
                           static_cast<int64_t>(log.line().text().size()))) {
-    SaveLocked().IgnoreError();  // the note that the log is cut, if new
+    turn.Save();  // the note that the log is cut, if new
     return absl::OkStatus();
   }
   v1::JobEvent event;
@@ -175,7 +174,7 @@ absl::Status JobManager::OnRankLog(const std::string& worker,
   event.mutable_log()->set_text(
       EscapeControlCharacters(SanitizeUtf8(log.line().text(), 16 * 1024)));
   RecordEventLocked(job.id(), std::move(event));
-  SaveLocked().IgnoreError();
+  turn.Save();
   return absl::OkStatus();
 }
 
@@ -249,7 +248,7 @@ bool JobManager::FreshReportLocked(v1::Job& job, int generation, int rank,
 
 void JobManager::OnProgress(const std::string& worker,
                             const v1::Heartbeat& beat) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Turn turn(*this);
   const int64_t now = clock_.NowUnixMs();
   bool joined = false;  // some rank was heard from for the first time
   for (const v1::RankHeartbeat& rank : beat.ranks()) {
@@ -265,7 +264,7 @@ void JobManager::OnProgress(const std::string& worker,
       if (MarkJoinedLocked(job, rank.rank())) joined = true;
     }
   }
-  if (joined) SaveLocked().IgnoreError();
+  if (joined) turn.Save();
 }
 
 bool JobManager::MarkJoinedLocked(v1::Job& job, int rank) {

@@ -12,7 +12,7 @@
 namespace trainctl::coordinator {
 namespace {
 
-// Deletions per CheckLeases tick: each is a durable write under the lock.
+// Deletions per CheckLeases tick: each is a durable write.
 constexpr int kMaxRetiredPerTick = 64;
 
 }  // namespace
@@ -23,11 +23,23 @@ void JobManager::SetRetention(const Retention& retention) {
 }
 
 absl::Status JobManager::Delete(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return DeleteLocked(job_id);
+  absl::StatusOr<StoreWriter::Ticket> deleted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    deleted = DeleteLocked(job_id);
+  }
+  if (!deleted.ok()) return deleted.status();
+  if (absl::Status s = writer_.Drain(*deleted); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "job ", job_id, " is forgotten, but its record could not be removed "
+        "from the state database yet (retried with the next change): ",
+        s.message()));
+  }
+  return absl::OkStatus();
 }
 
-absl::Status JobManager::DeleteLocked(const std::string& job_id) {
+absl::StatusOr<StoreWriter::Ticket> JobManager::DeleteLocked(
+    const std::string& job_id) {
   v1::Job* job = FindLocked(job_id);
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
@@ -37,21 +49,18 @@ absl::Status JobManager::DeleteLocked(const std::string& job_id) {
         absl::StrCat("job ", job_id, " is ", StateName(job->state()),
                      "; cancel it before deleting it"));
   }
-  // Pending writes first, so a later save cannot bring the job back.
-  if (absl::Status saved = SaveLocked(); !saved.ok()) return saved;
-  if (absl::Status deleted = store_.DeleteJob(job_id);
-      !deleted.ok() && !absl::IsNotFound(deleted)) {
-    return deleted;
-  }
+  // Pending writes first, so that none can bring the job back after it.
+  StoreWriter::Ticket ticket = SaveLocked();
+  ticket.Add(writer_.EnqueueDelete(job_id));
   jobs_.erase(job_id);
   order_.erase(std::find(order_.begin(), order_.end(), job_id));
   dirty_.erase(job_id);
   budgets_.erase(job_id);
   events_.Forget(job_id);
-  return absl::OkStatus();
+  return ticket;
 }
 
-void JobManager::RetireFinishedLocked() {
+StoreWriter::Ticket JobManager::RetireFinishedLocked() {
   int64_t finished = 0;
   for (const std::string& id : order_) finished += IsFinal(jobs_.at(id).state());
   const int64_t now = clock_.NowUnixMs();
@@ -68,13 +77,16 @@ void JobManager::RetireFinishedLocked() {
     retire.push_back(id);
     --finished;
   }
+  StoreWriter::Ticket deletions;
   for (const std::string& id : retire) {
-    if (absl::Status s = DeleteLocked(id); !s.ok()) {
-      TLOG_ERROR << "retention could not delete " << id << ": " << s.message();
-      return;  // tried again at the next tick
+    // Final and present: DeleteLocked cannot refuse. A failed write is
+    // retried by the StoreWriter.
+    if (absl::StatusOr<StoreWriter::Ticket> t = DeleteLocked(id); t.ok()) {
+      deletions.Add(*std::move(t));
     }
     TLOG_INFO << "deleted finished job " << id << " (retention)";
   }
+  return deletions;
 }
 
 }  // namespace trainctl::coordinator

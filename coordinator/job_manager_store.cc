@@ -56,6 +56,7 @@ absl::Status JobManager::Recover() {
   };
   ASSIGN_OR_RETURN(StoredState state, store_.Load(scan));
   Outbox outbox;  // stays empty: no agent is connected yet
+  StoreWriter::Ticket saved;
   int queued = 0, interrupted = 0, finished = 0;
   size_t restarting_count = 0;
   {
@@ -120,8 +121,11 @@ absl::Status JobManager::Recover() {
       ++interrupted;
     }
     ScheduleLocked(&outbox);  // refreshes the pending reasons
-    RETURN_IF_ERROR(SaveLocked());
+    saved = SaveLocked();
   }
+  // On disk before serving: what recovery changed is what agents see.
+  RETURN_IF_ERROR(writer_.Drain(saved));
+  RETURN_IF_ERROR(writer_.Flush());
   TLOG_INFO << "recovered " << state.jobs.size() << " jobs (" << queued
             << " queued, " << restarting_count << " restarting, "
             << interrupted << " awaiting their ranks, "
@@ -131,9 +135,13 @@ absl::Status JobManager::Recover() {
 }
 
 absl::Status JobManager::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  RETURN_IF_ERROR(SaveLocked());
-  return store_.Flush();
+  StoreWriter::Ticket saved;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    saved = SaveLocked();
+  }
+  RETURN_IF_ERROR(writer_.Drain(saved));
+  return writer_.Flush();
 }
 
 void JobManager::PrepareForShutdown() {
@@ -149,42 +157,27 @@ void JobManager::RecordEventLocked(const std::string& job_id,
   unsaved_events_.push_back(std::move(event));
 }
 
-absl::Status JobManager::SaveLocked() {
-  if (dirty_.empty() && unsaved_events_.empty()) return absl::OkStatus();
+StoreWriter::Ticket JobManager::SaveLocked() {
+  if (dirty_.empty() && unsaved_events_.empty()) return {};
   JobWrite write;
   for (const std::string& id : dirty_) write.jobs.push_back(jobs_.at(id));
   write.events = std::move(unsaved_events_);
   write.next_job_number = next_job_number_;
-  absl::Status saved = store_.Write(
-      write, save_now_ ? Durability::kImmediate : Durability::kGrouped);
-  if (!saved.ok()) {
-    unsaved_events_ = std::move(write.events);
-    if (!store_failing_) {
-      TLOG_ERROR << "cannot record job changes (kept in memory and retried "
-                    "with the next change): "
-                 << saved.message();
-    }
-    store_failing_ = true;
-    return saved;
-  }
-  if (store_failing_) TLOG_INFO << "recording job changes works again";
-  store_failing_ = false;
+  const Durability durability =
+      save_now_ ? Durability::kImmediate : Durability::kGrouped;
   dirty_.clear();
   unsaved_events_.clear();
   save_now_ = false;
-  // Watchers see the events once they are on disk, so that no seq they
-  // were shown is ever reused after a crash (EventHub).
-  std::map<std::string, int64_t> last_seq;
-  for (const v1::JobEvent& event : write.events) {
-    int64_t& seq = last_seq[event.job_id()];
-    seq = std::max(seq, event.seq());
-  }
-  if (!last_seq.empty()) {
-    store_.WhenDurable([hub = &events_, last_seq = std::move(last_seq)] {
-      for (const auto& [job_id, seq] : last_seq) hub->Publish(job_id, seq);
-    });
-  }
-  return absl::OkStatus();
+  // Watchers see the events once the writer has them on disk, so that no
+  // seq they were shown is ever reused after a crash (EventHub).
+  return writer_.Enqueue(std::move(write), durability);
+}
+
+JobManager::Turn::~Turn() {
+  lock_.unlock();
+  // A failed write was logged and stays queued for the next one.
+  jobs_.writer_.Drain(write_).IgnoreError();
+  jobs_.Deliver(outbox_);
 }
 
 }  // namespace trainctl::coordinator

@@ -5,6 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "common/rank_exit.h"
 #include "coordinator/resume_check.h"
 #include "common/spec.h"
@@ -224,6 +228,78 @@ TEST_F(DurableEventsTest, AFinishedJobsStreamClosesOnlyAfterItsLastEvent) {
   std::vector<v1::JobEvent> events = *hub.WaitForEvents(job.id(), 1, 0, &closed);
   EXPECT_EQ(events.size(), 4u);
   EXPECT_TRUE(closed);
+}
+
+// --- commits happen outside the JobManager's lock ---
+
+// Holds the next durable write inside the store until released, as a slow
+// SQLite commit (a WAL checkpoint's fsync) does.
+class SlowCommitStore : public InMemoryJobStore {
+ public:
+  absl::Status Write(const JobWrite& write, Durability d) override {
+    if (d == Durability::kImmediate) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (hold_) {
+        hold_ = false;
+        holding_ = true;
+        changed_.notify_all();
+        changed_.wait(lock, [this] { return !holding_; });
+      }
+    }
+    return InMemoryJobStore::Write(write, d);
+  }
+  void HoldNextCommit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  void WaitUntilHolding() {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [this] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = false;
+    changed_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool hold_ = false, holding_ = false;
+};
+
+TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
+  FakeClock clock;
+  EventHub hub;
+  Rendezvous rendezvous;
+  SlowCommitStore store;
+  JobManager jobs(clock, hub, rendezvous, store, 5'000, 1'000);
+  auto link = std::make_shared<FakeAgentLink>();
+  v1::RegisterRequest reg;
+  reg.set_name("w1");
+  reg.set_slots(1);
+  reg.set_collective_host("127.0.0.1");
+  ASSERT_TRUE(jobs.RegisterWorker(reg, link).ok());
+  const v1::Job job = *jobs.Submit(Spec(1), false);
+
+  store.HoldNextCommit();
+  absl::StatusOr<v1::Job> cancelled;
+  std::thread cancel([&] { cancelled = jobs.Cancel(job.id(), ""); });
+  store.WaitUntilHolding();
+  // The cancel's commit is stuck in the store: the manager still answers,
+  // and its agent has not yet been told to stop the rank.
+  EXPECT_EQ(jobs.Get(job.id())->state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(jobs.List({}).size(), 1u);
+  EXPECT_EQ(link->Cancels(), 0);
+  v1::RankMetrics m;
+  m.set_job_id(job.id());
+  m.set_generation(1);
+  m.mutable_point()->set_kind("train");
+  EXPECT_TRUE(jobs.OnRankMetrics("w1", m).ok());
+  store.Release();
+  cancel.join();
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(link->Cancels(), 1);  // sent once the transition was durable
 }
 
 // --- resuming another job's checkpoint ---
