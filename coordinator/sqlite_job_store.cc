@@ -2,7 +2,15 @@
 
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -80,6 +88,13 @@ SqliteJobStore::~SqliteJobStore() {
   cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
   {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    checkpoint_stopping_ = true;
+  }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+  sqlite3_close(checkpoint_db_);
+  {
     // Their owners may be gone already; nobody watches a closing store.
     std::lock_guard<std::mutex> lock(mu_);
     when_durable_.clear();
@@ -90,7 +105,91 @@ SqliteJobStore::~SqliteJobStore() {
     }
   }
   stmts_.reset();
-  sqlite3_close(db_);
+  sqlite3_close(db_);  // the last connection: checkpoints and drops the WAL
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+absl::Status SqliteJobStore::LockFile() {
+  const std::string lock_path = path_ + ".lock";
+  lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "state database ", path_, ": cannot open ", lock_path, ": ",
+        std::strerror(errno),
+        ". Check that the directory exists and this user may write it"));
+  }
+  // A coordinator that was just killed may still hold the lock briefly.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() > give_up) {
+      return absl::UnavailableError(absl::StrCat(
+          "state database ", path_, " is locked (", lock_path,
+          "). Another trainctl-coordinator is probably using this state "
+          "directory: stop it, or give this one another --state-dir"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::OkStatus();
+}
+
+int SqliteJobStore::OnWalCommit(void* self, sqlite3*, const char*, int pages) {
+  auto* store = static_cast<SqliteJobStore*>(self);
+  {
+    std::lock_guard<std::mutex> lock(store->checkpoint_mu_);
+    store->wal_pages_ = pages;
+  }
+  if (pages >= store->options_.checkpoint_pages) {
+    store->checkpoint_cv_.notify_one();
+  }
+  return SQLITE_OK;
+}
+
+absl::Status SqliteJobStore::StartCheckpointer() {
+  int rc = sqlite3_open_v2(path_.c_str(), &checkpoint_db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat(
+        "state database ", path_, ": cannot open it a second time for "
+        "checkpoints: ", sqlite3_errstr(rc)));
+  }
+  // A connection reads the file (and finds the WAL) only on first use;
+  // until then a checkpoint on it does nothing.
+  rc = sqlite3_exec(checkpoint_db_, "SELECT count(*) FROM sqlite_master",
+                    nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) {
+    return absl::UnavailableError(absl::StrCat(
+        "state database ", path_, ": cannot read it for checkpoints: ",
+        sqlite3_errmsg(checkpoint_db_)));
+  }
+  // Commits no longer checkpoint; this thread does, off their path.
+  sqlite3_wal_hook(db_, &SqliteJobStore::OnWalCommit, this);
+  checkpointer_ = std::thread([this] { CheckpointLoop(); });
+  return absl::OkStatus();
+}
+
+void SqliteJobStore::CheckpointLoop() {
+  bool failing = false;
+  std::unique_lock<std::mutex> lock(checkpoint_mu_);
+  while (true) {
+    checkpoint_cv_.wait(lock, [this] {
+      return checkpoint_stopping_ || wal_pages_ >= options_.checkpoint_pages;
+    });
+    if (checkpoint_stopping_) return;
+    wal_pages_ = 0;
+    lock.unlock();
+    // PASSIVE: copies what it can without waiting for or blocking the
+    // writer; the writer starts the log over once all of it is copied.
+    int log_pages = 0, copied = 0;
+    const int rc = sqlite3_wal_checkpoint_v2(
+        checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_pages, &copied);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY && !failing) {
+      TLOG_WARNING << "state database " << path_
+                   << ": checkpoint failed (retried after the next commits): "
+                   << sqlite3_errstr(rc);
+    }
+    failing = rc != SQLITE_OK && rc != SQLITE_BUSY;
+    lock.lock();
+  }
 }
 
 absl::Status SqliteJobStore::ErrorLocked(int rc,
@@ -137,6 +236,7 @@ absl::Status SqliteJobStore::ExecLocked(const char* sql) {
 }
 
 absl::Status SqliteJobStore::Init() {
+  RETURN_IF_ERROR(LockFile());
   std::lock_guard<std::mutex> lock(mu_);
   int rc = sqlite3_open_v2(
       path_.c_str(), &db_,
@@ -144,10 +244,9 @@ absl::Status SqliteJobStore::Init() {
       nullptr);
   if (rc != SQLITE_OK) return ErrorLocked(rc, "cannot open");
   sqlite3_extended_result_codes(db_, 1);
-  // A coordinator that was just killed may still hold the lock briefly.
+  // Only the checkpointer shares the file, and it never takes the write
+  // lock; the flock keeps other processes out.
   sqlite3_busy_timeout(db_, 3000);
-  // Exclusive before WAL: no shared-memory index, and one writer process.
-  RETURN_IF_ERROR(ExecLocked("PRAGMA locking_mode=EXCLUSIVE"));
   std::string mode;
   rc = sqlite3_exec(
       db_, "PRAGMA journal_mode=WAL",
@@ -250,7 +349,7 @@ absl::Status SqliteJobStore::Init() {
     if (rc != SQLITE_OK) return ErrorLocked(rc, "preparing statements");
   }
   flusher_ = std::thread([this] { FlushLoop(); });
-  return absl::OkStatus();
+  return StartCheckpointer();
 }
 
 }  // namespace trainctl::coordinator

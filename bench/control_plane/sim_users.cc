@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -175,7 +176,10 @@ void Watchers::Run(int index) {
       open_.erase(&ctx);
     }
     if (!s.ok() && !stopping_) {
-      ++failed_;
+      if (++failed_ <= 3) {  // a failed watch is a finding: say what it was
+        fprintf(stderr, "watch of %s failed: code %d: %s\n", job.c_str(),
+                static_cast<int>(s.error_code()), s.error_message().c_str());
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
