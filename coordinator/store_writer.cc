@@ -48,44 +48,78 @@ StoreWriter::Ticket StoreWriter::EnqueueDelete(std::string job_id) {
   return Push(std::move(op), /*wait=*/true);  // the store commits it itself
 }
 
+namespace {
+
+// Moves the writes of ops [begin, end) into the first: one store call and
+// one savepoint instead of one per op (a group of 300 reports took 28 ms
+// as separate calls), each job's newest snapshot only.
+template <typename Ops>
+void MergeInto(Ops& ops, size_t begin, size_t end) {
+  JobWrite& merged = ops[begin].write;
+  std::map<std::string, size_t> at;  // job id -> index in merged.jobs
+  for (size_t j = 0; j < merged.jobs.size(); ++j) at[merged.jobs[j].id()] = j;
+  for (size_t i = begin + 1; i < end; ++i) {
+    JobWrite& w = ops[i].write;
+    for (v1::Job& job : w.jobs) {
+      auto [it, fresh] = at.emplace(job.id(), merged.jobs.size());
+      if (fresh) {
+        merged.jobs.push_back(std::move(job));
+      } else {
+        merged.jobs[it->second] = std::move(job);
+      }
+    }
+    for (v1::JobEvent& event : w.events) merged.events.push_back(std::move(event));
+    merged.next_job_number = std::max(merged.next_job_number, w.next_job_number);
+    w = JobWrite();
+  }
+}
+
+}  // namespace
+
 size_t StoreWriter::WriteGroup(std::deque<Op>& group,
                                absl::Status* first_error) {
-  // One commit for the group: by its last durable write (a store commits
-  // everything before an immediate write with it). A new job commits on
-  // its own, so that its status is exactly whether it is on disk.
-  size_t last_immediate = group.size();
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (group[i].kind == Kind::kWrite && group[i].immediate) last_immediate = i;
-  }
+  // Each run of plain writes goes to the store as one write, committed
+  // when any of them must be durable (a store commits everything before
+  // an immediate write with it). A new job commits on its own, so that
+  // its status is exactly whether it is on disk.
   std::map<std::string, int64_t> written_seq;  // per job, to publish
   size_t failed_at = group.size();
-  for (size_t i = 0; i < group.size(); ++i) {
+  for (size_t i = 0; i < group.size();) {
     Op& op = group[i];
+    size_t end = i + 1;
     absl::Status status;
     if (op.kind == Kind::kDelete) {
       status = store_.DeleteJob(op.delete_id);
       if (absl::IsNotFound(status)) status = absl::OkStatus();
+    } else if (op.kind == Kind::kNewJob) {
+      status = store_.Write(op.write, Durability::kImmediate);
     } else {
-      const bool commit = op.kind == Kind::kNewJob || i == last_immediate;
-      status = store_.Write(op.write, commit ? Durability::kImmediate
-                                             : Durability::kGrouped);
+      bool immediate = op.immediate;
+      while (end < group.size() && group[end].kind == Kind::kWrite) {
+        immediate |= group[end++].immediate;
+      }
+      MergeInto(group, i, end);
+      status = store_.Write(op.write, immediate ? Durability::kImmediate
+                                                : Durability::kGrouped);
     }
-    if (op.result) op.result->status = status;
-    if (!status.ok() && op.kind == Kind::kNewJob) continue;  // refused alone
-    if (!status.ok()) {
+    for (size_t j = i; j < end; ++j) {
+      if (group[j].result) group[j].result->status = status;
+    }
+    if (!status.ok() && op.kind != Kind::kNewJob) {  // a new job fails alone
       failed_at = i;
       *first_error = status;
       break;
     }
-    if (op.kind == Kind::kWrite) {
+    if (status.ok() && op.kind == Kind::kWrite) {
       for (const v1::JobEvent& event : op.write.events) {
         int64_t& seq = written_seq[event.job_id()];
         seq = std::max(seq, event.seq());
       }
     }
+    i = end;
   }
   for (size_t i = failed_at + 1; i < group.size(); ++i) {
-    if (group[i].result) {
+    if (group[i].result && group[i].result->status.ok()) {
       group[i].result->status = absl::UnavailableError(absl::StrCat(
           "not written: an earlier write failed: ", first_error->message()));
     }

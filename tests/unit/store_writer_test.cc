@@ -45,7 +45,8 @@ class ScriptedStore : public InMemoryJobStore {
         changed_.wait(lock, [this] { return !holding_; });
       }
       if (fail) return absl::UnavailableError("disk full");
-      order.push_back(write.jobs.empty() ? "" : write.jobs[0].id());
+      for (const v1::Job& job : write.jobs) order.push_back(job.id());
+      ++writes;
       if (d == Durability::kImmediate) ++commits;
     }
     return InMemoryJobStore::Write(write, d);
@@ -69,7 +70,7 @@ class ScriptedStore : public InMemoryJobStore {
   }
 
   bool fail = false;
-  int commits = 0;
+  int writes = 0, commits = 0;
   std::vector<std::string> order;
 
  private:
@@ -94,7 +95,7 @@ TEST(StoreWriterTest, DrainWritesInQueueOrderAndPublishesWhatIsDurable) {
   EXPECT_EQ(hub.PublishedSeq("job-1"), 1);
 }
 
-TEST(StoreWriterTest, OneCommitForAGroupOfDurableWrites) {
+TEST(StoreWriterTest, AGroupIsOneWriteAndOneCommit) {
   ScriptedStore store;
   EventHub hub;
   FakeClock clock;
@@ -107,7 +108,26 @@ TEST(StoreWriterTest, OneCommitForAGroupOfDurableWrites) {
   EXPECT_TRUE(writer.Drain(t).ok());
   EXPECT_EQ(store.Order(),
             (std::vector<std::string>{"job-1", "job-2", "job-3", "job-4"}));
-  EXPECT_EQ(store.commits, 1);  // job-3's, which commits the ones before it
+  EXPECT_EQ(store.writes, 1);
+  EXPECT_EQ(store.commits, 1);
+}
+
+TEST(StoreWriterTest, AGroupKeepsEachJobsNewestSnapshotAndEveryEvent) {
+  InMemoryJobStore store;
+  EventHub hub;
+  FakeClock clock;
+  StoreWriter writer(store, hub, clock);
+  JobWrite first = JobWithEvent("job-1", 1);
+  first.jobs[0].set_reason("old");
+  JobWrite second = JobWithEvent("job-1", 2);
+  second.jobs[0].set_reason("new");
+  StoreWriter::Ticket t = writer.Enqueue(first, Durability::kGrouped);
+  t.Add(writer.Enqueue(second, Durability::kGrouped));
+  ASSERT_TRUE(writer.Drain(t).ok());
+  const StoredState state = *store.LoadAll();
+  ASSERT_EQ(state.jobs.size(), 1u);
+  EXPECT_EQ(state.jobs[0].job.reason(), "new");
+  EXPECT_EQ(state.jobs[0].events.size(), 2u);
 }
 
 TEST(StoreWriterTest, AFailedWriteIsRetriedAheadOfLaterOnes) {
