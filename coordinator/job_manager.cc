@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -95,7 +96,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     std::lock_guard<std::mutex> lock(mu_);
     // A flood of submissions from one user stays bounded (each job keeps
     // its spec in memory and on disk until it ends and is retired).
-    int unfinished = submitting_[owner];
+    auto pending = submitting_.find(owner);
+    int unfinished = pending == submitting_.end() ? 0 : pending->second;
     for (const auto& [id, other] : jobs_) {
       unfinished += other.owner() == owner && !IsFinal(other.state());
     }
@@ -137,12 +139,15 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     const std::string id = job.id();
     jobs_.emplace(id, std::move(job));
     // In id order, which is the store's order, even when a submission
-    // whose write finished first took a later id.
-    auto later = [this, number](const std::string& other) {
-      return JobNumber(other) > number;
+    // whose write finished first took a later id (found from the back:
+    // almost always the end).
+    auto insert_in_id_order = [number, &id](auto& ids) {
+      auto at = ids.end();
+      while (at != ids.begin() && JobNumber(*std::prev(at)) > number) --at;
+      ids.insert(at, id);
     };
-    order_.insert(std::find_if(order_.begin(), order_.end(), later), id);
-    queue_.insert(std::find_if(queue_.begin(), queue_.end(), later), id);
+    insert_in_id_order(order_);
+    insert_in_id_order(queue_);
     events_.Append(id, FirstEvent(jobs_.at(id)));
     events_.Publish(id, 1);  // written above, durably
     ScheduleLocked(turn.outbox());

@@ -5,14 +5,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "common/rank_exit.h"
 #include "coordinator/resume_check.h"
 #include "common/spec.h"
 #include "tests/unit/job_manager_fixture.h"
+#include "tests/unit/write_gate.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -232,40 +231,15 @@ TEST_F(DurableEventsTest, AFinishedJobsStreamClosesOnlyAfterItsLastEvent) {
 
 // --- commits happen outside the JobManager's lock ---
 
-// Holds the next durable write inside the store until released, as a slow
-// SQLite commit (a WAL checkpoint's fsync) does.
+// Holds a durable write inside the store while the gate says so, as a
+// slow SQLite commit (a WAL checkpoint's fsync) does.
 class SlowCommitStore : public InMemoryJobStore {
  public:
   absl::Status Write(const JobWrite& write, Durability d) override {
-    if (d == Durability::kImmediate) {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (hold_) {
-        hold_ = false;
-        holding_ = true;
-        changed_.notify_all();
-        changed_.wait(lock, [this] { return !holding_; });
-      }
-    }
+    if (d == Durability::kImmediate) gate.Pass();
     return InMemoryJobStore::Write(write, d);
   }
-  void HoldNextCommit() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hold_ = true;
-  }
-  void WaitUntilHolding() {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [this] { return holding_; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    holding_ = false;
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable changed_;
-  bool hold_ = false, holding_ = false;
+  WriteGate gate;
 };
 
 TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
@@ -282,10 +256,10 @@ TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
   ASSERT_TRUE(jobs.RegisterWorker(reg, link).ok());
   const v1::Job job = *jobs.Submit(Spec(1), false);
 
-  store.HoldNextCommit();
+  store.gate.HoldNext();
   absl::StatusOr<v1::Job> cancelled;
   std::thread cancel([&] { cancelled = jobs.Cancel(job.id(), ""); });
-  store.WaitUntilHolding();
+  store.gate.WaitUntilHolding();
   // The cancel's commit is stuck in the store: the manager still answers,
   // and its agent has not yet been told to stop the rank.
   EXPECT_EQ(jobs.Get(job.id())->state(), v1::JOB_STATE_CANCELLED);
@@ -296,7 +270,7 @@ TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
   m.set_generation(1);
   m.mutable_point()->set_kind("train");
   EXPECT_TRUE(jobs.OnRankMetrics("w1", m).ok());
-  store.Release();
+  store.gate.Release();
   cancel.join();
   ASSERT_TRUE(cancelled.ok());
   EXPECT_EQ(link->Cancels(), 1);  // sent once the transition was durable

@@ -2,11 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/unit/write_gate.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -31,19 +32,14 @@ std::vector<std::string> StoredIds(InMemoryJobStore& store) {
   return ids;
 }
 
-// Fails every write while `fail` is set; records the order of the rest,
-// and can hold a write inside the store until released.
+// Fails every write while `fail` is set, records the order of the rest,
+// and can hold a write inside the store (gate).
 class ScriptedStore : public InMemoryJobStore {
  public:
   absl::Status Write(const JobWrite& write, Durability d) override {
+    gate.Pass();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (hold_next_) {
-        hold_next_ = false;
-        holding_ = true;
-        changed_.notify_all();
-        changed_.wait(lock, [this] { return !holding_; });
-      }
+      std::lock_guard<std::mutex> lock(mu_);
       if (fail) return absl::UnavailableError("disk full");
       for (const v1::Job& job : write.jobs) order.push_back(job.id());
       ++writes;
@@ -51,32 +47,18 @@ class ScriptedStore : public InMemoryJobStore {
     }
     return InMemoryJobStore::Write(write, d);
   }
-  void HoldNextWrite() {
-    std::lock_guard<std::mutex> lock(mu_);
-    hold_next_ = true;
-  }
-  void WaitUntilHolding() {
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait(lock, [this] { return holding_; });
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    holding_ = false;
-    changed_.notify_all();
-  }
   std::vector<std::string> Order() {
     std::lock_guard<std::mutex> lock(mu_);
     return order;
   }
 
+  WriteGate gate;
   bool fail = false;
   int writes = 0, commits = 0;
   std::vector<std::string> order;
 
  private:
   std::mutex mu_;
-  std::condition_variable changed_;
-  bool hold_next_ = false, holding_ = false;
 };
 
 TEST(StoreWriterTest, DrainWritesInQueueOrderAndPublishesWhatIsDurable) {
@@ -195,13 +177,13 @@ TEST(StoreWriterTest, TheCallerWritingTakesAlongWhatIsQueuedMeanwhile) {
   EventHub hub;
   FakeClock clock;
   StoreWriter writer(store, hub, clock);
-  store.HoldNextWrite();
+  store.gate.HoldNext();
   std::thread leader([&] {
     EXPECT_TRUE(writer.Drain(writer.Enqueue(JobWithEvent("job-1", 1),
                                             Durability::kGrouped))
                     .ok());
   });
-  store.WaitUntilHolding();
+  store.gate.WaitUntilHolding();
   EXPECT_TRUE(writer.Drain(writer.Enqueue(JobWithEvent("job-2", 1),
                                           Durability::kGrouped))
                   .ok());
@@ -210,7 +192,7 @@ TEST(StoreWriterTest, TheCallerWritingTakesAlongWhatIsQueuedMeanwhile) {
       writer.Enqueue(JobWithEvent("job-3", 1), Durability::kImmediate);
   absl::Status durable_status = absl::UnknownError("not drained");
   std::thread waiter([&] { durable_status = writer.Drain(durable); });
-  store.Release();
+  store.gate.Release();
   waiter.join();
   EXPECT_TRUE(durable_status.ok());
   EXPECT_EQ(store.Order(),
