@@ -148,6 +148,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     };
     insert_in_id_order(order_);
     insert_in_id_order(queue_);
+    uncheckpointed_.insert(id);
     events_.Append(id, FirstEvent(jobs_.at(id)));
     events_.Publish(id, 1);  // written above, durably
     ScheduleLocked(turn.outbox());

@@ -250,6 +250,9 @@ class JobManager {
   // Submissions between their id and their first durable write, by owner
   // (they count against the owner's limit). GUARDED_BY(mu_)
   std::map<std::string, int> submitting_;
+  // Jobs submitted since Recover that no rank has checkpointed: their
+  // catalog is known to be empty. GUARDED_BY(mu_)
+  std::set<std::string> uncheckpointed_;
   bool shutting_down_ = false;
   // RUNNING jobs found at startup whose ranks may still be training: the
   // time by which their agents must re-adopt them. GUARDED_BY(mu_)

@@ -53,6 +53,9 @@ void JobManager::EndGenerationLocked(v1::Job& job, const std::string& why,
 
 std::optional<v1::Checkpoint> JobManager::LatestCheckpointLocked(
     const std::string& job_id) {
+  // Every job start asks; a job submitted here and never checkpointed
+  // needs no read of the store under the lock.
+  if (uncheckpointed_.count(job_id) != 0) return std::nullopt;
   absl::StatusOr<std::vector<CheckpointRecord>> catalog =
       store_.ListCheckpoints(job_id);
   if (!catalog.ok()) {
@@ -179,6 +182,7 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     record.created_unix_ms = info.created_unix_ms();
     record.metric = BestByValue(info, spec);
     record.info = info;
+    uncheckpointed_.erase(job.id());
     if (absl::Status put = store_.PutCheckpoint(record); !put.ok()) {
       TLOG_ERROR << "cannot catalog checkpoint " << info.path() << ": "
                  << put.message();

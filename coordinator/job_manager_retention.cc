@@ -55,6 +55,7 @@ absl::StatusOr<StoreWriter::Ticket> JobManager::DeleteLocked(
   jobs_.erase(job_id);
   order_.erase(std::find(order_.begin(), order_.end(), job_id));
   dirty_.erase(job_id);
+  uncheckpointed_.erase(job_id);
   budgets_.erase(job_id);
   events_.Forget(job_id);
   return ticket;

@@ -237,17 +237,24 @@ void Rendezvous::EndGeneration(const std::string& job_id, int generation) {
     std::lock_guard<std::mutex> lock(mu_);
     int64_t& below = closed_below_[job_id];
     below = std::max<int64_t>(below, int64_t{generation} + 1);
+    bool had_keys = false;
     for (auto it = data_.begin(); it != data_.end();) {
-      it = it->first.job_id == job_id && it->first.generation < below
-               ? data_.erase(it)
-               : std::next(it);
+      if (it->first.job_id == job_id && it->first.generation < below) {
+        had_keys |= !it->second.values.empty();
+        it = data_.erase(it);
+      } else {
+        ++it;
+      }
     }
     for (auto it = max_waiters_.begin(); it != max_waiters_.end();) {
       it = it->first.job_id == job_id && it->first.generation < below
                ? max_waiters_.erase(it)
                : std::next(it);
     }
-    if (journal_ != nullptr) {
+    // The journal holds no key the map does not (Restore loads them all),
+    // so a job that set none costs no store call here: this runs under
+    // the JobManager's lock at every job end.
+    if (journal_ != nullptr && had_keys) {
       journal_->Drop(job_id, static_cast<int>(std::min<int64_t>(
                                  below, std::numeric_limits<int>::max())));
     }

@@ -276,6 +276,35 @@ TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
   EXPECT_EQ(link->Cancels(), 1);  // sent once the transition was durable
 }
 
+// Counts the catalog reads (each takes the store's mutex under the
+// JobManager's lock).
+class CatalogCountingStore : public InMemoryJobStore {
+ public:
+  absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
+      const std::string& job_id) override {
+    ++lists;
+    return InMemoryJobStore::ListCheckpoints(job_id);
+  }
+  int lists = 0;
+};
+
+TEST(JobManagerLockTest, AJobSubmittedHereStartsWithoutReadingTheCatalog) {
+  FakeClock clock;
+  EventHub hub;
+  Rendezvous rendezvous;
+  CatalogCountingStore store;
+  JobManager jobs(clock, hub, rendezvous, store, 5'000, 1'000);
+  auto link = std::make_shared<FakeAgentLink>();
+  v1::RegisterRequest reg;
+  reg.set_name("w1");
+  reg.set_slots(1);
+  reg.set_collective_host("127.0.0.1");
+  ASSERT_TRUE(jobs.RegisterWorker(reg, link).ok());
+  const v1::Job job = *jobs.Submit(Spec(1), false);
+  EXPECT_EQ(jobs.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(store.lists, 0);
+}
+
 // --- resuming another job's checkpoint ---
 
 TEST(ResumeCheckTest, NamesTheFirstDifference) {

@@ -173,6 +173,7 @@ class FakeJournal : public RendezvousJournal {
     kept.erase({job, generation, key});
   }
   void Drop(const std::string& job, int below) override {
+    ++drops;
     for (auto it = kept.begin(); it != kept.end();) {
       it = std::get<0>(it->first) == job && std::get<1>(it->first) < below
                ? kept.erase(it)
@@ -180,8 +181,23 @@ class FakeJournal : public RendezvousJournal {
     }
   }
   bool refuse = false;
+  int drops = 0;
   std::map<std::tuple<std::string, int, std::string>, std::string> kept;
 };
+
+// Ending a job that never set a key asks nothing of the journal (it runs
+// under the JobManager's lock at every job end); a restored key counts.
+TEST(RendezvousTest, AJobWithoutKeysEndsWithoutAJournalCall) {
+  FakeJournal journal;
+  Rendezvous r(&journal);
+  r.ExpectWorld({"job-1", 1}, 8);
+  r.EndGeneration("job-1", 1);
+  r.DropJob("job-1");
+  EXPECT_EQ(journal.drops, 0);
+  r.Restore({"job-2", 1}, {{"addr/0", "10.0.0.1:4000"}});
+  r.DropJob("job-2");
+  EXPECT_EQ(journal.drops, 1);
+}
 
 TEST(RendezvousTest, EveryKeyChangeIsJournaledFirst) {
   FakeJournal journal;
