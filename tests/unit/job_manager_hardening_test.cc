@@ -5,13 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "common/rank_exit.h"
 #include "coordinator/resume_check.h"
 #include "common/spec.h"
 #include "tests/unit/job_manager_fixture.h"
-#include "tests/unit/write_gate.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -227,82 +224,6 @@ TEST_F(DurableEventsTest, AFinishedJobsStreamClosesOnlyAfterItsLastEvent) {
   std::vector<v1::JobEvent> events = *hub.WaitForEvents(job.id(), 1, 0, &closed);
   EXPECT_EQ(events.size(), 4u);
   EXPECT_TRUE(closed);
-}
-
-// --- commits happen outside the JobManager's lock ---
-
-// Holds a durable write inside the store while the gate says so, as a
-// slow SQLite commit (a WAL checkpoint's fsync) does.
-class SlowCommitStore : public InMemoryJobStore {
- public:
-  absl::Status Write(const JobWrite& write, Durability d) override {
-    if (d == Durability::kImmediate) gate.Pass();
-    return InMemoryJobStore::Write(write, d);
-  }
-  WriteGate gate;
-};
-
-TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
-  FakeClock clock;
-  EventHub hub;
-  Rendezvous rendezvous;
-  SlowCommitStore store;
-  JobManager jobs(clock, hub, rendezvous, store, 5'000, 1'000);
-  auto link = std::make_shared<FakeAgentLink>();
-  v1::RegisterRequest reg;
-  reg.set_name("w1");
-  reg.set_slots(1);
-  reg.set_collective_host("127.0.0.1");
-  ASSERT_TRUE(jobs.RegisterWorker(reg, link).ok());
-  const v1::Job job = *jobs.Submit(Spec(1), false);
-
-  store.gate.HoldNext();
-  absl::StatusOr<v1::Job> cancelled;
-  std::thread cancel([&] { cancelled = jobs.Cancel(job.id(), ""); });
-  store.gate.WaitUntilHolding();
-  // The cancel's commit is stuck in the store: the manager still answers,
-  // and its agent has not yet been told to stop the rank.
-  EXPECT_EQ(jobs.Get(job.id())->state(), v1::JOB_STATE_CANCELLED);
-  EXPECT_EQ(jobs.List({}).size(), 1u);
-  EXPECT_EQ(link->Cancels(), 0);
-  v1::RankMetrics m;
-  m.set_job_id(job.id());
-  m.set_generation(1);
-  m.mutable_point()->set_kind("train");
-  EXPECT_TRUE(jobs.OnRankMetrics("w1", m).ok());
-  store.gate.Release();
-  cancel.join();
-  ASSERT_TRUE(cancelled.ok());
-  EXPECT_EQ(link->Cancels(), 1);  // sent once the transition was durable
-}
-
-// Counts the catalog reads (each takes the store's mutex under the
-// JobManager's lock).
-class CatalogCountingStore : public InMemoryJobStore {
- public:
-  absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
-      const std::string& job_id) override {
-    ++lists;
-    return InMemoryJobStore::ListCheckpoints(job_id);
-  }
-  int lists = 0;
-};
-
-TEST(JobManagerLockTest, AJobSubmittedHereStartsWithoutReadingTheCatalog) {
-  FakeClock clock;
-  EventHub hub;
-  Rendezvous rendezvous;
-  CatalogCountingStore store;
-  JobManager jobs(clock, hub, rendezvous, store, 5'000, 1'000);
-  auto link = std::make_shared<FakeAgentLink>();
-  v1::RegisterRequest reg;
-  reg.set_name("w1");
-  reg.set_slots(1);
-  reg.set_collective_host("127.0.0.1");
-  ASSERT_TRUE(jobs.RegisterWorker(reg, link).ok());
-  const v1::Job job = *jobs.Submit(Spec(1), false);
-  EXPECT_EQ(jobs.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(store.lists, 0);
 }
 
 // --- resuming another job's checkpoint ---
