@@ -28,6 +28,7 @@
 #include "worker/agent/collective_host.h"
 #include "worker/agent/gpu_slots.h"
 #include "worker/agent/process_hardening.h"
+#include "worker/agent/rank_process.h"
 #include "worker/agent/state_dir_lock.h"
 #include "worker/agent/worker_credentials.h"
 #include "worker/train/rank_main.h"
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!rank_user.empty()) {
-    absl::StatusOr<trainctl::agent::RankLaunch::User> user =
+    absl::StatusOr<trainctl::agent::RankCommand::User> user =
         trainctl::agent::LookUpUser(rank_user);
     if (!user.ok()) {
       fprintf(stderr, "trainctl-worker: %s\n",
@@ -391,7 +392,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  trainctl::agent::Agent agent(options);
+  trainctl::agent::Agent agent(options, trainctl::agent::SystemAgentDeps(options));
   std::thread runner([&agent] { agent.Run(); });
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

@@ -9,9 +9,6 @@
 #include <cstring>
 #include <thread>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/support/channel_arguments.h>
-
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/frame_io.h"
@@ -34,46 +31,19 @@ std::vector<std::string> SlotGpus(const AgentOptions& options) {
   return gpus;
 }
 
-// What the coordinator may send in one message: an assignment carries the
-// job's spec (up to the 16 MiB the coordinator accepts) once per rank.
-constexpr int kMaxCoordinatorMessageBytes = 128 << 20;
 // How long one wait for the channel lasts before Stop() is looked at again.
 constexpr auto kConnectWaitSlice = std::chrono::milliseconds(500);
-
-// The channel to the coordinator. gRPC's own reconnect backoff grows to
-// 120 s by default, and while it waits every fail-fast call fails at once:
-// layered under the agent's retries, agents came back half a minute after a
-// restarted coordinator was serving. Capped at under a second here, so the
-// channel tries again within a second of the coordinator being back.
-// (GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is the connect timeout in gRPC 1.51,
-// not a backoff: left at its default so a slow TLS handshake completes.)
-std::shared_ptr<grpc::Channel> CoordinatorChannel(
-    const std::string& address,
-    const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 800);  // +20% jitter < 1 s
-  args.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
-  return grpc::CreateCustomChannel(
-      address,
-      credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
-      args);
-}
 
 // An exit's error text: its last stderr line is at most 16 KiB already.
 constexpr size_t kMaxExitMessageBytes = 16 * 1024;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
-Agent::Agent(AgentOptions options)
+Agent::Agent(AgentOptions options, AgentDeps deps)
     : options_(std::move(options)),
-      channel_(CoordinatorChannel(options_.coordinator, options_.credentials)),
+      coordinator_(std::move(deps.coordinator)),
+      start_rank_(std::move(deps.start_rank)),
+      clock_(*deps.clock),
       reports_(kKeptReportsPerRank, kKeptReportsBytes),
       free_gpus_(SlotGpus(options_)) {}
 
@@ -103,8 +73,7 @@ bool Agent::AwaitChannel() {
   // The channel itself retries within a second (CoordinatorChannel).
   bool said = false;
   while (!stopping_.load()) {
-    if (channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                   kConnectWaitSlice)) {
+    if (coordinator_->WaitForConnected(kConnectWaitSlice)) {
       return true;
     }
     if (!said) {
@@ -122,10 +91,10 @@ void Agent::Stop() {
   }
   probe_cv_.notify_all();
   if (probe_thread_.joinable()) probe_thread_.join();
-  std::map<RankId, std::unique_ptr<RankProcess>> ranks;
+  std::map<RankId, std::unique_ptr<RankHandle>> ranks;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (context_ != nullptr) context_->TryCancel();
+    if (open_stream_ != nullptr) open_stream_->Cancel();
     for (auto& [id, proc] : ranks_) proc->Terminate(options_.kill_grace_ms);
     ranks.swap(ranks_);
     standby_.clear();  // closing their stdin lets standbys exit
@@ -140,9 +109,20 @@ void Agent::Stop() {
 }
 
 bool Agent::RunSession() {
-  auto stub = v1::Workers::NewStub(channel_);
-  grpc::ClientContext ctx;
-  auto stream = stub->Connect(&ctx);
+  std::unique_ptr<CoordinatorStream> stream = coordinator_->Connect();
+  {
+    // From here Stop() can end the session, even before it registered.
+    std::lock_guard<std::mutex> lock(mu_);
+    open_stream_ = stream.get();
+    if (stopping_.load()) stream->Cancel();
+  }
+  const bool registered = Converse(stream.get());
+  std::lock_guard<std::mutex> lock(mu_);
+  open_stream_ = nullptr;
+  return registered;
+}
+
+bool Agent::Converse(CoordinatorStream* stream) {
   v1::AgentMessage hello;
   auto* reg = hello.mutable_register_();
   reg->set_name(options_.name);
@@ -167,14 +147,19 @@ bool Agent::RunSession() {
     for (const v1::RankStatus& exit : recent_exits_) *reg->add_ranks() = exit;
   }
   if (!stream->Write(hello)) {
-    stream->Finish();
+    TLOG_WARNING << "cannot register with " << options_.coordinator << ": "
+                 << stream->Finish().message();
     return false;
   }
   v1::CoordinatorMessage first;
-  if (!stream->Read(&first) || !first.has_registered()) {
-    grpc::Status status = stream->Finish();
-    TLOG_WARNING << "registration with " << options_.coordinator
-                 << " failed: " << status.error_message();
+  const bool answered = stream->Read(&first);
+  if (!answered || !first.has_registered()) {
+    if (answered) stream->Cancel();  // not the protocol: end it here
+    const absl::Status status = stream->Finish();
+    if (!stopping_.load()) {
+      TLOG_WARNING << "registration with " << options_.coordinator
+                   << " failed: " << status.message();
+    }
     return false;
   }
   TLOG_INFO << "registered with " << options_.coordinator << " as "
@@ -182,8 +167,7 @@ bool Agent::RunSession() {
   if (options_.on_registration) options_.on_registration(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    context_ = &ctx;
-    stream_ = stream.get();
+    stream_ = stream;
     ResumeReportsLocked(first.registered());
     FlushBufferLocked();
   }
@@ -199,7 +183,7 @@ bool Agent::RunSession() {
       }
       if (session_over.load() || stopping_.load()) break;
       v1::AgentMessage beat;
-      beat.mutable_heartbeat()->set_time_unix_ms(NowMs());
+      beat.mutable_heartbeat()->set_time_unix_ms(clock_.NowUnixMs());
       {
         std::lock_guard<std::mutex> lock(mu_);
         for (const auto& [id, progress] : progress_) {
@@ -232,7 +216,6 @@ bool Agent::RunSession() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::lock_guard<std::mutex> write_lock(write_mu_);
-    context_ = nullptr;
     stream_ = nullptr;
     reports_.SessionEnded();
   }
@@ -240,9 +223,9 @@ bool Agent::RunSession() {
   session_over.store(true);
   cv_.notify_all();
   heartbeat.join();
-  grpc::Status status = stream->Finish();
+  const absl::Status status = stream->Finish();
   if (!status.ok() && !stopping_.load()) {
-    TLOG_WARNING << "stream ended: " << status.error_message();
+    TLOG_WARNING << "stream ended: " << status.message();
   }
   return true;
 }
@@ -261,10 +244,10 @@ int Agent::ThreadsPerRank(const v1::RankAssignment& a) const {
   return DefaultThreads();
 }
 
-absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
+absl::StatusOr<std::unique_ptr<RankHandle>> Agent::SpawnRank(
     const std::string& stdin_bytes, int threads, bool standby,
-    RankProcess::Callbacks callbacks) {
-  RankLaunch launch;
+    RankHandle::Callbacks callbacks) {
+  RankCommand launch;
   launch.program = options_.rank_program;
   launch.args = {"rank"};
   if (standby) launch.args.push_back("--standby");
@@ -294,7 +277,7 @@ absl::StatusOr<std::unique_ptr<RankProcess>> Agent::SpawnRank(
   launch.stdin_bytes = stdin_bytes;
   launch.standby = standby;
   launch.run_as = options_.rank_user;
-  return RankProcess::Start(launch, std::move(callbacks));
+  return start_rank_(launch, std::move(callbacks));
 }
 
 void Agent::ReplenishStandby() {
@@ -305,11 +288,11 @@ void Agent::ReplenishStandby() {
       const int free_slots = options_.slots - static_cast<int>(ranks_.size());
       if (static_cast<int>(standby_.size()) >= free_slots) return;
     }
-    RankProcess::Callbacks idle;
+    RankHandle::Callbacks idle;
     idle.on_line = [](const std::string& stream, const std::string& line) {
       TLOG_WARNING << "standby rank " << stream << ": " << line;
     };
-    absl::StatusOr<std::unique_ptr<RankProcess>> proc =
+    absl::StatusOr<std::unique_ptr<RankHandle>> proc =
         SpawnRank("", DefaultThreads(), /*standby=*/true, std::move(idle));
     if (!proc.ok()) {
       TLOG_WARNING << "cannot start a standby rank: " << proc.status().message();
@@ -366,10 +349,10 @@ void Agent::StartRank(const v1::RankAssignment& a) {
     log->mutable_line()->set_rank(std::get<2>(id));
     log->mutable_line()->set_stream(stream);
     log->mutable_line()->set_text(text);
-    log->mutable_line()->set_time_unix_ms(NowMs());
+    log->mutable_line()->set_time_unix_ms(clock_.NowUnixMs());
     Send(std::move(m));
   };
-  RankProcess::Callbacks callbacks;
+  RankHandle::Callbacks callbacks;
   callbacks.on_line = log_line;
   callbacks.on_report = [this, id](const v1::RankReport& report) {
     OnRankReport(id, report);
@@ -378,7 +361,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
     OnRankExit(id, code, error);
   };
   // A standby started with the same thread count takes the assignment.
-  std::unique_ptr<RankProcess> standby;
+  std::unique_ptr<RankHandle> standby;
   if (threads == DefaultThreads()) {
     std::lock_guard<std::mutex> lock(mu_);
     while (!standby_.empty() && !standby) {
@@ -387,7 +370,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
       if (standby->exited()) standby.reset();
     }
   }
-  absl::StatusOr<std::unique_ptr<RankProcess>> proc;
+  absl::StatusOr<std::unique_ptr<RankHandle>> proc;
   if (standby && standby->Activate(stdin_bytes, callbacks).ok()) {
     proc = std::move(standby);
   } else {
@@ -458,7 +441,7 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
 }
 
 void Agent::ReapExited() {
-  std::vector<std::unique_ptr<RankProcess>> done;
+  std::vector<std::unique_ptr<RankHandle>> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = ranks_.begin(); it != ranks_.end();) {

@@ -15,13 +15,14 @@
 
 #include <functional>
 
-#include <grpcpp/client_context.h>
 #include <grpcpp/security/credentials.h>
 
-#include "trainctl/v1/workers.grpc.pb.h"
+#include "common/clock.h"
+#include "trainctl/v1/workers.pb.h"
+#include "worker/agent/coordinator_connection.h"
 #include "worker/agent/gpu_slots.h"
 #include "worker/agent/kept_reports.h"
-#include "worker/agent/rank_process.h"
+#include "worker/agent/rank_handle.h"
 
 namespace trainctl::agent {
 
@@ -57,11 +58,23 @@ struct AgentOptions {
   std::string ca_pem;  // passed to the ranks; empty = plaintext
   // Ranks run as this user (--rank-user; the agent must be root), so a job
   // cannot read the agent's key, state directory or join token.
-  std::optional<RankLaunch::User> rank_user;
+  std::optional<RankCommand::User> rank_user;
   // Told true once registered with the coordinator, false when the stream
   // ends (the worker's health port reports it).
   std::function<void(bool registered)> on_registration;
 };
+
+// What the agent talks to: the coordinator, the ranks it starts, the time.
+// The worker's composition root passes SystemAgentDeps(); unit tests fakes.
+struct AgentDeps {
+  std::unique_ptr<CoordinatorConnection> coordinator;
+  RankStarter start_rank;
+  const Clock* clock = nullptr;  // outlives the agent
+};
+
+// gRPC to options.coordinator with options.credentials, RankProcess, and the
+// system clock.
+AgentDeps SystemAgentDeps(const AgentOptions& options);
 
 // The node agent. Keeps one stream to the coordinator (reconnecting with
 // exponential backoff), registers this node's slots, starts one rank process
@@ -72,7 +85,7 @@ struct AgentOptions {
 // Run() blocks until Stop() is called from another thread.
 class Agent {
  public:
-  explicit Agent(AgentOptions options);
+  Agent(AgentOptions options, AgentDeps deps);
   ~Agent();
 
   void Run();
@@ -86,6 +99,7 @@ class Agent {
   bool AwaitChannel();
   // One connection's life; returns true when it got as far as registering.
   bool RunSession();
+  bool Converse(CoordinatorStream* stream);
   void HeartbeatLoop(int64_t interval_ms);
   // Queues and flushes; numbers and keeps metrics and log lines (reports_).
   void Send(v1::AgentMessage message);
@@ -109,25 +123,27 @@ class Agent {
   // standby ranks for the free slots.
   void ReapExited();
   void ReplenishStandby();
-  absl::StatusOr<std::unique_ptr<RankProcess>> SpawnRank(
+  absl::StatusOr<std::unique_ptr<RankHandle>> SpawnRank(
       const std::string& stdin_bytes, int threads, bool standby,
-      RankProcess::Callbacks callbacks);
+      RankHandle::Callbacks callbacks);
   int DefaultThreads() const;
   int ThreadsPerRank(const v1::RankAssignment& assignment) const;
 
   const AgentOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<CoordinatorConnection> coordinator_;
+  const RankStarter start_rank_;
+  const Clock& clock_;
   std::atomic<bool> stopping_{false};
 
   std::mutex mu_;
   std::condition_variable cv_;
-  grpc::ClientContext* context_ = nullptr;  // live session, GUARDED_BY(mu_)
-  grpc::ClientReaderWriterInterface<v1::AgentMessage,
-                                    v1::CoordinatorMessage>* stream_ =
-      nullptr;                                            // GUARDED_BY(mu_)
+  // The session's stream: open_stream_ from its start (Stop() cancels it),
+  // stream_ once registered (messages are written to it).
+  CoordinatorStream* open_stream_ = nullptr;  // GUARDED_BY(mu_)
+  CoordinatorStream* stream_ = nullptr;       // GUARDED_BY(mu_)
   std::deque<v1::AgentMessage> buffer_;                   // GUARDED_BY(mu_)
-  std::map<RankId, std::unique_ptr<RankProcess>> ranks_;  // GUARDED_BY(mu_)
-  std::deque<std::unique_ptr<RankProcess>> standby_;      // GUARDED_BY(mu_)
+  std::map<RankId, std::unique_ptr<RankHandle>> ranks_;  // GUARDED_BY(mu_)
+  std::deque<std::unique_ptr<RankHandle>> standby_;       // GUARDED_BY(mu_)
   // Latest progress of each running rank, sent with every heartbeat.
   std::map<RankId, v1::RankHeartbeat> progress_;          // GUARDED_BY(mu_)
   // The last exits, repeated at every registration: one reported just as

@@ -121,7 +121,7 @@ void WriteAllAndClose(int fd, const std::string& bytes) {
 
 }  // namespace
 
-absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name) {
+absl::StatusOr<RankCommand::User> LookUpUser(const std::string& name) {
   std::vector<char> buffer(16384);
   passwd entry;
   passwd* found = nullptr;
@@ -130,7 +130,7 @@ absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name) {
     return absl::NotFoundError(
         absl::StrCat("--rank-user: no user named '", name, "'"));
   }
-  RankLaunch::User user;
+  RankCommand::User user;
   user.uid = found->pw_uid;
   user.gid = found->pw_gid;
   int count = 64;
@@ -145,7 +145,7 @@ absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name) {
 
 absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
                                      const std::string& cache_dir,
-                                     const RankLaunch::User& user) {
+                                     const RankCommand::User& user) {
   auto failed = [](const std::string& what, const std::string& dir) {
     return absl::UnavailableError(absl::StrCat(
         "--rank-user: ", what, " ", dir, ": ", strerror(errno)));
@@ -176,7 +176,7 @@ absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
 }
 
 absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
-    const RankLaunch& launch, Callbacks callbacks) {
+    const RankCommand& launch, Callbacks callbacks) {
   Pipe in, out, err, report;
   for (Pipe* p : {&in, &out, &err, &report}) {
     absl::Status s = MakePipe(p);
@@ -214,7 +214,7 @@ absl::StatusOr<std::unique_ptr<RankProcess>> RankProcess::Start(
     setpgid(0, 0);
     if (launch.run_as) {
       // Before PR_SET_PDEATHSIG: changing credentials clears it.
-      const RankLaunch::User& user = *launch.run_as;
+      const RankCommand::User& user = *launch.run_as;
       if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
           setgid(user.gid) != 0 || setuid(user.uid) != 0) {
         const char msg[] = "trainctl-worker: cannot switch to --rank-user\n";

@@ -14,33 +14,13 @@
 
 #include "absl/status/statusor.h"
 #include "trainctl/v1/rank.pb.h"
+#include "worker/agent/rank_handle.h"
 
 namespace trainctl::agent {
 
-// What to start: the program, its arguments, environment changes, and the
-// bytes to feed its stdin (then closed). A standby process gets no bytes and
-// keeps stdin open until Activate.
-struct RankLaunch {
-  std::string program;
-  std::vector<std::string> args;
-  std::map<std::string, std::string> env;
-  // Variables of the agent's environment the process does not inherit.
-  std::vector<std::string> env_remove;
-  std::string stdin_bytes;
-  bool standby = false;
-  // Run as this user instead of the agent's (needs root): the rank then
-  // cannot read the agent's state directory, key or join token.
-  struct User {
-    uid_t uid = 0;
-    gid_t gid = 0;
-    std::vector<gid_t> groups;
-  };
-  std::optional<User> run_as;
-};
-
-// The user named `name` (getpwnam) with its groups, for RankLaunch.run_as.
+// The user named `name` (getpwnam) with its groups, for RankCommand.run_as.
 // NOT_FOUND naming it when there is no such user.
-absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name);
+absl::StatusOr<RankCommand::User> LookUpUser(const std::string& name);
 
 // For ranks run as `user`: the data cache they write becomes theirs
 // (created 0700 if missing), and a state directory holding it 0711, so
@@ -48,7 +28,7 @@ absl::StatusOr<RankLaunch::User> LookUpUser(const std::string& name);
 // 0600, the agent's). UNAVAILABLE naming the directory on failure.
 absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
                                      const std::string& cache_dir,
-                                     const RankLaunch::User& user);
+                                     const RankCommand::User& user);
 
 // One supervised rank process. It runs in its own process group (so a cancel
 // reaches anything it spawned) and dies with the agent process
@@ -58,33 +38,24 @@ absl::Status GiveDataCacheToRankUser(const std::string& state_dir,
 // Its stdout/stderr arrive line by line and its report frames (fd 3) one by
 // one, each on a reader thread; on_exit runs once, after every line and frame
 // was delivered. Callbacks run on internal threads and must be thread-safe.
-class RankProcess {
+class RankProcess final : public RankHandle {
  public:
-  struct Callbacks {
-    std::function<void(const std::string& stream, const std::string& line)>
-        on_line;
-    // Metrics, checkpoints and progress the rank reports (RankReport).
-    std::function<void(const v1::RankReport& report)> on_report;
-    // exit_code is -N when the process was killed by signal N; last_error is
-    // its last non-empty stderr line.
-    std::function<void(int exit_code, const std::string& last_error)> on_exit;
-  };
-
   static absl::StatusOr<std::unique_ptr<RankProcess>> Start(
-      const RankLaunch& launch, Callbacks callbacks);
+      const RankCommand& launch, Callbacks callbacks);
 
   // Hands a standby process its assignment: from now on its output goes to
   // `callbacks`, and `stdin_bytes` are written to it (then stdin closes).
   // FAILED_PRECONDITION when it is not a waiting standby (or it died).
-  absl::Status Activate(const std::string& stdin_bytes, Callbacks callbacks);
+  absl::Status Activate(const std::string& stdin_bytes,
+                        Callbacks callbacks) override;
   // Kills the process group if still running and joins every thread.
-  ~RankProcess();
+  ~RankProcess() override;
 
   // SIGTERM to the group now, SIGKILL after grace_ms if it has not exited.
   // Returns immediately; safe to call more than once and from any thread.
-  void Terminate(int64_t grace_ms);
-  bool exited() const { return exited_.load(); }
-  pid_t pid() const { return pid_; }
+  void Terminate(int64_t grace_ms) override;
+  bool exited() const override { return exited_.load(); }
+  pid_t pid() const override { return pid_; }
 
  private:
   RankProcess(pid_t pid, Callbacks callbacks)

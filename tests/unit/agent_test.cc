@@ -1,0 +1,363 @@
+// The node agent against a fake coordinator and fake ranks: registration,
+// assignments, what it keeps and re-sends across a lost coordinator
+// (cursors), reconnection, cancel, heartbeats, GPU slots.
+
+#include "worker/agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "common/utf8_sanitize.h"
+#include "tests/unit/agent_fakes.h"
+
+namespace trainctl::agent {
+namespace {
+
+using testing::FakeCoordinator;
+using testing::FakeRank;
+using testing::FakeRanks;
+using testing::FakeSession;
+
+v1::CoordinatorMessage Assign(const std::string& job, int generation,
+                              std::vector<int> ranks, int world_size,
+                              bool gpu = false) {
+  v1::CoordinatorMessage message;
+  v1::AssignRanks* assign = message.mutable_assign();
+  assign->mutable_spec()->set_name("spec-of-" + job);
+  int local = 0;
+  for (int rank : ranks) {
+    v1::RankAssignment* a = assign->add_ranks();
+    a->set_job_id(job);
+    a->set_generation(generation);
+    a->set_rank(rank);
+    a->set_world_size(world_size);
+    a->set_local_rank(local++);
+    a->set_local_world_size(static_cast<int>(ranks.size()));
+    a->set_rendezvous_key("key-" + job);
+    a->set_gpu(gpu);
+  }
+  return message;
+}
+
+v1::CoordinatorMessage Cancel(const std::string& job, int generation) {
+  v1::CoordinatorMessage message;
+  message.mutable_cancel()->set_job_id(job);
+  message.mutable_cancel()->set_generation(generation);
+  message.mutable_cancel()->set_reason("cancelled by the test");
+  return message;
+}
+
+v1::RankCursor Cursor(const std::string& job, int generation, int rank,
+                      int64_t last_seq) {
+  v1::RankCursor cursor;
+  cursor.set_job_id(job);
+  cursor.set_generation(generation);
+  cursor.set_rank(rank);
+  cursor.set_last_seq(last_seq);
+  return cursor;
+}
+
+bool HasArgs(const v1::RankLaunch& launch, const std::string& flag,
+             const std::string& value) {
+  for (int i = 0; i + 1 < launch.args_size(); ++i) {
+    if (launch.args(i) == flag && launch.args(i + 1) == value) return true;
+  }
+  return false;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  static AgentOptions Options() {
+    AgentOptions options;
+    options.coordinator = "head:7070";
+    options.name = "node-a";
+    options.slots = 2;
+    options.collective_host = "10.0.0.7";
+    options.rank_program = "/nonexistent/trainctl-worker";
+    options.standby_ranks = false;
+    return options;
+  }
+
+  void Start(AgentOptions options = Options()) {
+    AgentDeps deps;
+    deps.coordinator = coordinator_.Connection();
+    deps.start_rank = ranks_.Starter();
+    deps.clock = &clock_;
+    agent_ = std::make_unique<Agent>(std::move(options), std::move(deps));
+    runner_ = std::thread([this] { agent_->Run(); });
+  }
+
+  void TearDown() override {
+    if (agent_ == nullptr) return;
+    agent_->Stop();
+    runner_.join();
+  }
+
+  // Registers, assigns rank 0 of a one-rank job, and reads its start.
+  std::shared_ptr<FakeRank> StartOneRank(FakeSession& session,
+                                         const std::string& job) {
+    const size_t before = ranks_.count();
+    session.Send(Assign(job, 1, {0}, 1));
+    std::shared_ptr<FakeRank> rank = ranks_.Started(before);
+    std::optional<v1::AgentMessage> started = session.NextNotHeartbeat();
+    EXPECT_TRUE(started && started->has_rank_status() &&
+                started->rank_status().running() &&
+                started->rank_status().job_id() == job);
+    return rank;
+  }
+
+  FakeClock clock_;
+  FakeCoordinator coordinator_;
+  FakeRanks ranks_;
+  std::unique_ptr<Agent> agent_;
+  std::thread runner_;
+};
+
+TEST_F(AgentTest, RegistersItsSlotsDevicesAndVersion) {
+  AgentOptions options = Options();
+  options.gpus = {"3", "5", "7"};  // more than the slots: two are used
+  Start(options);
+  v1::RegisterRequest hello;
+  ASSERT_NE(coordinator_.AcceptAndRegister(&hello), nullptr);
+  EXPECT_EQ(hello.name(), "node-a");
+  EXPECT_EQ(hello.slots(), 2);
+  EXPECT_EQ(hello.gpu_slots(), 2);
+  EXPECT_EQ(hello.collective_host(), "10.0.0.7");
+  EXPECT_EQ(hello.version(), TRAINCTL_VERSION);
+  ASSERT_EQ(hello.devices_size(), 3);
+  EXPECT_EQ(hello.devices(0), "cpu");
+  EXPECT_EQ(hello.devices(1), "cuda:3");
+  EXPECT_EQ(hello.devices(2), "cuda:5");
+  EXPECT_EQ(hello.ranks_size(), 0);
+}
+
+TEST_F(AgentTest, WaitsForTheCoordinatorBeforeOpeningAStream) {
+  coordinator_.SetReachable(false);
+  Start();
+  ASSERT_TRUE(coordinator_.AwaitWaits(1));
+  EXPECT_EQ(coordinator_.streams_opened(), 0);
+  coordinator_.SetReachable(true);
+  EXPECT_NE(coordinator_.AcceptAndRegister(), nullptr);
+}
+
+TEST_F(AgentTest, StartsEachAssignedRankWithItsLaunchAndTheSpecSentOnce) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  session->Send(Assign("job-1", 2, {0, 1}, 4));
+  for (int i = 0; i < 2; ++i) {
+    std::shared_ptr<FakeRank> rank = ranks_.Started(i);
+    ASSERT_NE(rank, nullptr);
+    const v1::RankLaunch launch = rank->launch();
+    EXPECT_EQ(launch.spec().name(), "spec-of-job-1");
+    EXPECT_EQ(launch.rendezvous_key(), "key-job-1");
+    EXPECT_TRUE(HasArgs(launch, "--job", "job-1"));
+    EXPECT_TRUE(HasArgs(launch, "--generation", "2"));
+    EXPECT_TRUE(HasArgs(launch, "--rank", std::to_string(i)));
+    EXPECT_TRUE(HasArgs(launch, "--world-size", "4"));
+    EXPECT_TRUE(HasArgs(launch, "--coordinator", "head:7070"));
+    EXPECT_TRUE(launch.cuda_visible_devices().empty());
+    EXPECT_EQ(rank->command().program, "/nonexistent/trainctl-worker");
+    std::optional<v1::AgentMessage> started = session->NextNotHeartbeat();
+    ASSERT_TRUE(started && started->has_rank_status());
+    EXPECT_TRUE(started->rank_status().running());
+    EXPECT_EQ(started->rank_status().rank(), i);
+    EXPECT_EQ(started->rank_status().pid(), rank->pid());
+  }
+}
+
+TEST_F(AgentTest, ReconnectsAfterTheStreamEndsAndListsItsRunningRanks) {
+  Start();
+  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister();
+  ASSERT_NE(first, nullptr);
+  std::shared_ptr<FakeRank> rank = StartOneRank(*first, "job-1");
+  ASSERT_NE(rank, nullptr);
+  first->Drop();
+  v1::RegisterRequest hello;
+  ASSERT_NE(coordinator_.AcceptAndRegister(&hello), nullptr);
+  EXPECT_EQ(coordinator_.streams_opened(), 2);
+  ASSERT_EQ(hello.ranks_size(), 1);
+  EXPECT_EQ(hello.ranks(0).job_id(), "job-1");
+  EXPECT_TRUE(hello.ranks(0).running());
+  EXPECT_EQ(hello.ranks(0).pid(), rank->pid());
+  EXPECT_FALSE(rank->terminated());  // training goes on through the outage
+}
+
+TEST_F(AgentTest, StopEndsASessionThatIsStillRegistering) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.Accept();
+  ASSERT_NE(session, nullptr);
+  ASSERT_TRUE(session->Next().has_value());  // its Register, never answered
+  agent_->Stop();
+  runner_.join();  // hung here when Stop() only knew registered sessions
+  EXPECT_TRUE(session->ended());
+  agent_.reset();
+}
+
+TEST_F(AgentTest, ARefusedRegistrationIsTriedAgain) {
+  Start();
+  std::shared_ptr<FakeSession> refused = coordinator_.Accept();
+  ASSERT_NE(refused, nullptr);
+  ASSERT_TRUE(refused->Next().has_value());  // its Register
+  refused->Drop(absl::PermissionDeniedError("the certificate is for node-b"));
+  EXPECT_NE(coordinator_.AcceptAndRegister(), nullptr);
+}
+
+// What a rank reported and how it exited while no coordinator listened
+// reach the next one, in order: reports after its cursor, then the exit.
+TEST_F(AgentTest, WhatHappenedDuringAnOutageIsSentAfterTheCursor) {
+  Start();
+  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister();
+  ASSERT_NE(first, nullptr);
+  std::shared_ptr<FakeRank> rank = StartOneRank(*first, "job-1");
+  ASSERT_NE(rank, nullptr);
+  rank->Metric(1, 0.9);  // seq 1, and the coordinator keeps it
+  std::optional<v1::AgentMessage> one = first->NextNotHeartbeat();
+  ASSERT_TRUE(one && one->has_metrics());
+  EXPECT_EQ(one->metrics().seq(), 1);
+  rank->Metric(2, 0.8);  // seq 2: written, then lost with the coordinator
+  ASSERT_TRUE(first->NextNotHeartbeat().has_value());
+  first->Drop();
+  rank->Line("stdout", "epoch 1 done");  // seq 3, while disconnected
+  rank->Exit(0);
+
+  v1::RegisterRequest hello;
+  std::shared_ptr<FakeSession> second =
+      coordinator_.AcceptAndRegister(&hello, {Cursor("job-1", 1, 0, 1)});
+  ASSERT_NE(second, nullptr);
+  // The registration lists the exit (beside the rank, until it is reaped).
+  bool exit_listed = false;
+  for (const v1::RankStatus& s : hello.ranks()) {
+    exit_listed |= !s.running() && s.exit_code() == 0 && s.job_id() == "job-1";
+  }
+  EXPECT_TRUE(exit_listed);
+
+  std::optional<v1::AgentMessage> m = second->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_metrics());
+  EXPECT_EQ(m->metrics().seq(), 2);
+  EXPECT_EQ(m->metrics().point().step(), 2);
+  m = second->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_log());
+  EXPECT_EQ(m->log().seq(), 3);
+  EXPECT_EQ(m->log().line().text(), "epoch 1 done");
+  m = second->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_rank_status());
+  EXPECT_FALSE(m->rank_status().running());
+  EXPECT_EQ(m->rank_status().exit_code(), 0);
+}
+
+// A rank the new coordinator does not adopt (it has no cursor for it) has
+// its kept reports dropped: nothing of it is sent again.
+TEST_F(AgentTest, ReportsOfARankNotAdoptedAreDropped) {
+  Start();
+  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister();
+  ASSERT_NE(first, nullptr);
+  std::shared_ptr<FakeRank> old_rank = StartOneRank(*first, "job-old");
+  first->Drop();
+  old_rank->Metric(7, 0.5);
+  old_rank->Exit(0);
+  std::shared_ptr<FakeSession> second = coordinator_.AcceptAndRegister();
+  ASSERT_NE(second, nullptr);
+  // The next thing it hears of is a new rank's start, not the old job.
+  std::shared_ptr<FakeRank> fresh = StartOneRank(*second, "job-new");
+  ASSERT_NE(fresh, nullptr);
+  fresh->Metric(1, 1.0);
+  std::optional<v1::AgentMessage> m = second->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_metrics());
+  EXPECT_EQ(m->metrics().job_id(), "job-new");
+  EXPECT_EQ(m->metrics().seq(), 1);
+}
+
+TEST_F(AgentTest, CancelEndsTheJobsRanksUpToItsGenerationOnly) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  std::shared_ptr<FakeRank> a = StartOneRank(*session, "job-a");
+  std::shared_ptr<FakeRank> b = StartOneRank(*session, "job-b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  session->Send(Cancel("job-a", 0));  // an older generation: not this one
+  session->Send(Cancel("job-a", 1));
+  std::optional<v1::AgentMessage> m = session->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_rank_status());
+  EXPECT_EQ(m->rank_status().job_id(), "job-a");
+  EXPECT_FALSE(m->rank_status().running());
+  EXPECT_EQ(m->rank_status().exit_code(), -15);
+  EXPECT_TRUE(a->terminated());
+  EXPECT_FALSE(b->terminated());
+}
+
+TEST_F(AgentTest, HeartbeatsCarryTheClocksTimeAndEachRanksProgress) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister(
+      nullptr, {}, /*heartbeat_interval_ms=*/5);
+  ASSERT_NE(session, nullptr);
+  std::shared_ptr<FakeRank> rank = StartOneRank(*session, "job-1");
+  ASSERT_NE(rank, nullptr);
+  clock_.AdvanceMs(1234);
+  v1::RankReport progress;
+  progress.mutable_progress()->set_job_id("someone-elses-job");  // ignored
+  progress.mutable_progress()->set_rank(9);
+  progress.mutable_progress()->set_step(42);
+  progress.mutable_progress()->set_phase("all_reduce");
+  rank->Report(progress);
+  std::optional<v1::AgentMessage> beat;
+  do {
+    beat = session->Next();
+  } while (beat && !(beat->has_heartbeat() && beat->heartbeat().ranks_size()));
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ(beat->heartbeat().time_unix_ms(), clock_.NowUnixMs());
+  const v1::RankHeartbeat& r = beat->heartbeat().ranks(0);
+  EXPECT_EQ(r.job_id(), "job-1");
+  EXPECT_EQ(r.generation(), 1);
+  EXPECT_EQ(r.rank(), 0);
+  EXPECT_EQ(r.step(), 42);
+  EXPECT_EQ(r.phase(), "all_reduce");
+}
+
+TEST_F(AgentTest, AnExitsLastErrorIsSentAsValidUtf8) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  std::shared_ptr<FakeRank> rank = StartOneRank(*session, "job-1");
+  ASSERT_NE(rank, nullptr);
+  rank->Exit(1, std::string("bad \xff\xfe tail\xc3", 12));
+  std::optional<v1::AgentMessage> m = session->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_rank_status());
+  EXPECT_EQ(m->rank_status().exit_code(), 1);
+  EXPECT_TRUE(IsValidUtf8(m->rank_status().message()));
+  EXPECT_NE(m->rank_status().message().find("bad "), std::string::npos);
+}
+
+TEST_F(AgentTest, AGpuRankGetsAFreeGpuAndGivesItBackWhenItExits) {
+  AgentOptions options = Options();
+  options.gpus = {"3"};  // two slots, one with a GPU
+  Start(options);
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  session->Send(Assign("job-1", 1, {0}, 1, /*gpu=*/true));
+  std::shared_ptr<FakeRank> first = ranks_.Started(0);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->launch().cuda_visible_devices(), "3");
+  ASSERT_TRUE(session->NextNotHeartbeat().has_value());  // its start
+
+  // No GPU is free for a second one: it fails, for a restart to cure.
+  session->Send(Assign("job-2", 1, {0}, 1, /*gpu=*/true));
+  std::optional<v1::AgentMessage> m = session->NextNotHeartbeat();
+  ASSERT_TRUE(m && m->has_rank_status());
+  EXPECT_EQ(m->rank_status().job_id(), "job-2");
+  EXPECT_EQ(m->rank_status().exit_code(), 1);
+  EXPECT_EQ(ranks_.count(), 1u);
+
+  first->Exit(0);
+  ASSERT_TRUE(session->NextNotHeartbeat().has_value());  // its exit
+  session->Send(Assign("job-3", 1, {0}, 1, /*gpu=*/true));
+  std::shared_ptr<FakeRank> third = ranks_.Started(1);
+  ASSERT_NE(third, nullptr);
+  EXPECT_EQ(third->launch().cuda_visible_devices(), "3");
+}
+
+}  // namespace
+}  // namespace trainctl::agent
