@@ -88,8 +88,8 @@ class Collector {
   std::string error_;
 };
 
-RankLaunch Shell(const std::string& script) {
-  RankLaunch launch;
+RankCommand Shell(const std::string& script) {
+  RankCommand launch;
   launch.program = "/bin/sh";
   launch.args = {"-c", script};
   return launch;
@@ -212,7 +212,7 @@ TEST(RankProcessTest, InvalidUtf8OutputBecomesMessagesThatParse) {
 TEST(RankProcessTest, TheAgentsJoinTokenIsNotInTheRanksEnvironment) {
   setenv("TRAINCTL_JOIN_TOKEN", "tcjoin_secret", 1);
   setenv("TRAINCTL_JOIN_TOKEN_FILE", "/etc/trainctl/join.token", 1);
-  RankLaunch launch = Shell(
+  RankCommand launch = Shell(
       "echo token=${TRAINCTL_JOIN_TOKEN:-none} "
       "file=${TRAINCTL_JOIN_TOKEN_FILE:-none} path=${PATH:+set}");
   for (const char* name : {"TRAINCTL_JOIN_TOKEN", "TRAINCTL_JOIN_TOKEN_FILE",
@@ -271,7 +271,7 @@ int ChildOpensAgentEnviron(bool hide) {
 // code cannot read the agent's key, state directory or join token.
 TEST(RankProcessTest, RunsAsTheRankUser) {
   if (geteuid() != 0) GTEST_SKIP() << "switching users needs root";
-  absl::StatusOr<RankLaunch::User> nobody = LookUpUser("nobody");
+  absl::StatusOr<RankCommand::User> nobody = LookUpUser("nobody");
   ASSERT_TRUE(nobody.ok()) << nobody.status();
   EXPECT_EQ(LookUpUser("no-such-user-here").status().code(),
             absl::StatusCode::kNotFound);
@@ -280,7 +280,7 @@ TEST(RankProcessTest, RunsAsTheRankUser) {
     std::ofstream(secret) << "private";
   }
   ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
-  RankLaunch launch = Shell("id -u; cat '" + secret +
+  RankCommand launch = Shell("id -u; cat '" + secret +
                             "' >/dev/null 2>&1 && echo read || echo denied");
   launch.run_as = *nobody;
   Collector collector;
