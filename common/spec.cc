@@ -12,7 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "common/eval_metric_names.h"
 #include "common/spec_reader.h"
-#include "common/utf8_sanitize.h"
 
 namespace trainctl {
 namespace {
@@ -422,9 +421,6 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   spec.set_name(top.String("name", "job"));
   if (spec.name().empty() || spec.name().size() > 128) {
     top.Error("name", "must be 1 to 128 characters");
-  } else if (HasControlCharacters(spec.name())) {
-    // It is printed in tables and logs; ESC or a newline would act there.
-    top.Error("name", "must not contain control characters");
   }
   spec.set_ranks(top.Int("ranks", 1, 1, kMaxRanks));
   spec.set_seed(top.Int("seed", 0, 0, kMaxInt));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/closest_name.h"
+#include "common/utf8_sanitize.h"
 
 namespace trainctl {
 namespace {
@@ -76,6 +77,12 @@ std::string SpecReader::String(const std::string& key,
     Error(Path(key), absl::StrCat("is ", n.Scalar().size(),
                                   " bytes; at most ", kMaxSpecStringBytes,
                                   " are allowed"));
+    return fallback;
+  }
+  // Names, columns and paths reach tables, logs and error messages: an ESC
+  // sequence or a newline there would act on an operator's terminal.
+  if (HasControlCharacters(n.Scalar())) {
+    Error(Path(key), "must not contain control characters (tab is allowed)");
     return fallback;
   }
   return n.Scalar();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/utf8_sanitize.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -126,11 +127,14 @@ class AgentStream final : public Reactor {
     const v1::RegisterRequest& reg = in_.register_();
     const std::string& name = reg.name();
     if (!identity_.empty() && identity_ != name) {
-      TLOG_WARNING << "refused worker " << name << " from " << ctx_->peer()
+      // Not yet checked: shown escaped, and cut, in the log and the answer.
+      const std::string shown =
+          EscapeControlCharacters(SanitizeUtf8(name, kMaxWorkerStringBytes));
+      TLOG_WARNING << "refused worker " << shown << " from " << ctx_->peer()
                    << ": its certificate is for " << identity_;
       End(grpc::Status(
           grpc::StatusCode::PERMISSION_DENIED,
-          absl::StrCat("register.name '", name, "' is not the name in the "
+          absl::StrCat("register.name '", shown, "' is not the name in the "
                        "worker's certificate ('", identity_, "'); start it with "
                        "--name ", identity_, " or join again under the new name")));
       return false;

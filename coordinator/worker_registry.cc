@@ -1,8 +1,11 @@
 #include "coordinator/worker_registry.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8_sanitize.h"
 
 namespace trainctl::coordinator {
 
@@ -19,6 +22,30 @@ absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
                                       std::shared_ptr<AgentLink> link) {
   if (info.name().empty()) {
     return absl::InvalidArgumentError("register.name: must not be empty");
+  }
+  // All are printed in `trainctl workers`, the dashboard and the logs.
+  std::vector<std::pair<const char*, const std::string*>> shown = {
+      {"register.name", &info.name()},
+      {"register.collective_host", &info.collective_host()}};
+  if (info.devices_size() > kMaxSlotsPerWorker + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register.devices: ", info.devices_size(), " listed; at most ",
+        kMaxSlotsPerWorker + 1, " (the CPU and a GPU per slot)"));
+  }
+  for (const std::string& device : info.devices()) {
+    shown.emplace_back("register.devices", &device);
+  }
+  for (const auto& [field, pointer] : shown) {
+    const std::string& value = *pointer;
+    if (value.size() > kMaxWorkerStringBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": is ", value.size(), " bytes; at most ",
+                       kMaxWorkerStringBytes, " are allowed"));
+    }
+    if (!IsValidUtf8(value) || HasControlCharacters(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": must be UTF-8 without control characters"));
+    }
   }
   if (absl::Status s = CheckSlots("register.slots", info.slots()); !s.ok()) {
     return s;

@@ -19,6 +19,8 @@ namespace trainctl::coordinator {
 // The most slots one worker may register: beyond any machine's cores or
 // GPUs, and small enough that the scheduler's slot sums cannot overflow.
 inline constexpr int kMaxSlotsPerWorker = 1024;
+// A worker's name and collective host: host names are at most 253 bytes.
+inline constexpr size_t kMaxWorkerStringBytes = 255;
 
 // INVALID_ARGUMENT naming `field` unless 1 <= slots <= kMaxSlotsPerWorker.
 absl::Status CheckSlots(const char* field, int64_t slots);
@@ -53,7 +55,8 @@ class WorkerRegistry {
       : clock_(clock), lease_ms_(lease_ms) {}
 
   // ALREADY_EXISTS when a live agent holds the name; INVALID_ARGUMENT on an
-  // empty name, a slot count out of range, or more GPU slots than slots.
+  // empty name, a name or collective host that is too long or holds control
+  // characters, a slot count out of range, or more GPU slots than slots.
   absl::Status Register(const v1::RegisterRequest& info,
                         std::shared_ptr<AgentLink> link);
   // Removes the worker if `link` is still its link (a stale stream closing

@@ -153,6 +153,26 @@ TEST_F(HostileUsersTest, ACancelReasonAndSpecStringsAreBounded) {
   CliResult refused = AsMallory({"submit", spec});
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_THAT(refused.output, HasSubstr("data.train_images: is 5001 bytes"));
+
+  // A cancel reason is kept in the job, its events and sent to its agents.
+  const std::string held = cluster_->WriteFile(
+      "held.yaml", "name: held\nranks: 64\nmodel: mlp\n"
+                   "data: {train_images: /a, train_labels: /b}\n");
+  CliResult submit = AsMallory({"submit", held});
+  ASSERT_EQ(submit.exit_code, 0) << submit.output;
+  const size_t at = submit.output.find("job-");
+  ASSERT_NE(at, std::string::npos) << submit.output;
+  const std::string id = submit.output.substr(
+      at, submit.output.find_first_not_of("job-0123456789", at) - at);
+  CliResult long_reason =
+      AsMallory({"cancel", id, "--reason", std::string(2000, 'r')});
+  EXPECT_NE(long_reason.exit_code, 0) << long_reason.output;
+  EXPECT_THAT(long_reason.output, HasSubstr("reason: 2000 bytes; at most 1024"));
+  CliResult escape = AsMallory({"cancel", id, "--reason", "\x1b]0;pwned\x07"});
+  EXPECT_NE(escape.exit_code, 0) << escape.output;
+  EXPECT_THAT(escape.output, HasSubstr("reason: must not contain control"));
+  CliResult plain = AsMallory({"cancel", id, "--reason", "not needed"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.output;
 }
 
 // A node joined with 1 slot cannot come back claiming 8 (the scheduler

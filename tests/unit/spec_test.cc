@@ -73,6 +73,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer_classifier, gpt, torchscript)"},
         BadCase{"data: {train_images: a, train_labels: b}",
                 "model.type: is required"},
+        // Every spec string reaches tables and logs: no ESC, no newline.
+        BadCase{"model: mlp\ndata: {train_images: \"/d/\\e[2Ja\", "
+                "train_labels: b}",
+                "data.train_images: must not contain control characters"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "checkpoint: {dir: \"/ck\\npt\"}",
+                "checkpoint.dir: must not contain control characters"},
+        BadCase{"model: mlp\ndata: {format: csv, train_path: a.csv, "
+                "label_column: \"y\\x9b\"}",
+                "data.label_column: must not contain control characters"},
         BadCase{"model: {type: mlp, dropout: 2}\n"
                 "data: {train_images: a, train_labels: b}",
                 "model.dropout: must be in [0, 0.99], got 2"},
@@ -389,6 +399,14 @@ TEST(SpecTest, JsonRoundTripParsesToTheSameSpec) {
   absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
   ASSERT_TRUE(again.ok()) << again.status() << JobSpecToJson(*spec);
   EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+}
+
+TEST(SpecTest, ATabIsTheOneControlCharacterASpecStringMayHold) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
+      "model: mlp\ndata: {format: csv, train_path: a.tsv, "
+      "label_column: y, delimiter: \"\\t\"}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->data().delimiter(), "\t");
 }
 
 }  // namespace
