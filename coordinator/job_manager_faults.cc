@@ -282,7 +282,8 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
                                      const std::shared_ptr<AgentLink>& link,
                                      v1::Registered* registered,
                                      Outbox* outbox) {
-  std::set<std::pair<std::string, int>> cancel;  // (job, generation)
+  std::set<std::pair<std::string, int>> cancel;   // (job, generation)
+  std::set<std::pair<std::string, int>> adopted;  // (job, rank)
   for (const v1::RankStatus& status : info.ranks()) {
     v1::Job* job = FindLocked(status.job_id());
     const bool owned = job != nullptr &&
@@ -304,11 +305,15 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
                      rank->gpu_slot());
     TLOG_INFO << "re-adopted rank " << status.rank() << " of " << job->id()
               << " on " << info.name();
-    v1::RankCursor* cursor = registered->add_cursors();
-    cursor->set_job_id(job->id());
-    cursor->set_generation(job->generation());
-    cursor->set_rank(status.rank());
-    cursor->set_last_seq(rank->last_report_seq());
+    // A rank may be listed twice (not reaped yet, and its exit): one
+    // cursor, or the agent would re-send its reports twice.
+    if (adopted.insert({job->id(), status.rank()}).second) {
+      v1::RankCursor* cursor = registered->add_cursors();
+      cursor->set_job_id(job->id());
+      cursor->set_generation(job->generation());
+      cursor->set_rank(status.rank());
+      cursor->set_last_seq(rank->last_report_seq());
+    }
     if (status.running()) {
       rank->set_state(v1::RANK_STATE_RUNNING);
       rank->set_pid(status.pid());

@@ -221,11 +221,17 @@ void FakeRank::Exit(int code, const std::string& last_error) {
   RankHandle::Callbacks callbacks;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (exited_) return;
+    if (exit_delivered_) return;
     exited_ = true;  // as RankProcess: exited, then on_exit
+    exit_delivered_ = true;
     callbacks = callbacks_;
   }
   callbacks.on_exit(code, last_error);
+}
+
+void FakeRank::Vanish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_ = true;
 }
 
 bool FakeRank::terminated() {

@@ -96,6 +96,9 @@ class FakeRank {
   void Report(const v1::RankReport& report);
   void Metric(int64_t step, double loss);
   void Exit(int code, const std::string& last_error = "");
+  // The process is gone, its exit not yet delivered (RankProcess's waiter
+  // thread between the two); Exit() delivers it.
+  void Vanish();
   bool terminated();
   bool exited();
 
@@ -111,6 +114,7 @@ class FakeRank {
   const pid_t pid_;
   bool terminated_ = false;          // GUARDED_BY(mu_)
   bool exited_ = false;              // GUARDED_BY(mu_)
+  bool exit_delivered_ = false;      // GUARDED_BY(mu_)
 };
 
 // Starts FakeRanks: a terminated one exits with -15 on a thread of its own,

@@ -385,6 +385,55 @@ TEST_F(JobManagerFaultsTest, ReconnectingAgentReadoptsRanksAfterRecover) {
   EXPECT_EQ(restarted.Get(other.id())->state(), v1::JOB_STATE_RUNNING);
 }
 
+// The ranks of a job finish while the coordinator is down (issue #15's
+// 3 s outage): their exits, in the registrations and re-sent after them,
+// end the job as SUCCEEDED in its first generation, not in a restart.
+TEST_F(JobManagerFaultsTest, ExitsDuringAnOutageAreAcceptedAfterRecover) {
+  auto w1 = AddWorker("w1", 1);
+  auto w2 = AddWorker("w2", 1);
+  v1::Job job = *jobs_.Submit(FaultSpec(2, 16, ""), false);
+  ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+  auto come_back = [&](const std::string& worker, int rank) {
+    auto link = std::make_shared<FakeAgentLink>();
+    v1::RegisterRequest reg;
+    reg.set_name(worker);
+    reg.set_slots(1);
+    // As the agent lists it: the rank it has not reaped yet, and its exit.
+    v1::RankStatus* listed = reg.add_ranks();
+    listed->set_job_id(job.id());
+    listed->set_generation(1);
+    listed->set_rank(rank);
+    listed->set_running(true);
+    v1::RankStatus* exited = reg.add_ranks();
+    *exited = *listed;
+    exited->set_running(false);
+    exited->set_exit_code(0);
+    EXPECT_TRUE(restarted.RegisterWorker(reg, link).ok());
+    EXPECT_TRUE(link->sent[0].has_registered());
+    // One cursor per rank, or the agent re-sends its reports twice.
+    EXPECT_EQ(link->sent[0].registered().cursors_size(), 1);
+    EXPECT_EQ(link->Cancels(), 0);
+    EXPECT_TRUE(restarted.OnRankStatus(worker, *exited).ok());
+    return link;
+  };
+  come_back("w1", 0);
+  clock_.AdvanceMs(3'000);
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  restarted.CheckLeases();
+  come_back("w2", 1);
+  v1::Job done = *restarted.Get(job.id());
+  EXPECT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(done.generation(), 1);
+  EXPECT_EQ(done.restarts(), 0);
+  EXPECT_EQ(done.ranks(0).state(), v1::RANK_STATE_EXITED);
+  EXPECT_EQ(done.ranks(1).state(), v1::RANK_STATE_EXITED);
+}
+
 TEST_F(JobManagerFaultsTest, ElasticJobGrowsAtItsNextCheckpoint) {
   auto w1 = AddWorker("w1", 1);
   auto w2 = AddWorker("w2", 1);

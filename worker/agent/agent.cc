@@ -135,8 +135,14 @@ bool Agent::Converse(CoordinatorStream* stream) {
   reg->set_version(TRAINCTL_VERSION);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    std::set<RankId> exited;
+    for (const v1::RankStatus& exit : recent_exits_) {
+      exited.insert({exit.job_id(), exit.generation(), exit.rank()});
+    }
     for (const auto& [id, proc] : ranks_) {
-      // Listed even if it just exited: its exit report is still on the way.
+      // Listed even if it just exited, until its exit is among the recent
+      // ones (listed below).
+      if (exited.count(id)) continue;
       v1::RankStatus* s = reg->add_ranks();
       s->set_job_id(std::get<0>(id));
       s->set_generation(std::get<1>(id));
@@ -334,6 +340,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
       // GPU ranks than there are; were the two ever to disagree, the job
       // restarts (exit 1) rather than failing for good.
       OnRankExit(id, 1, "this worker has no free GPU slot for the rank (its --gpus)");
+      ForgetUnstarted(id);
       return;
     }
     request.set_cuda_visible_devices(*gpu);
@@ -380,6 +387,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   if (!proc.ok()) {
     OnRankExit(id, 127, absl::StrCat("could not start the rank process: ",
                                      proc.status().message()));
+    ForgetUnstarted(id);
     return;
   }
   const pid_t pid = (*proc)->pid();
@@ -436,8 +444,14 @@ void Agent::OnRankExit(const RankId& id, int exit_code,
     std::lock_guard<std::mutex> lock(mu_);
     recent_exits_.push_back(*s);
     if (recent_exits_.size() > 256) recent_exits_.pop_front();
+    exits_heard_.insert(id);
   }
   Send(std::move(m));
+}
+
+void Agent::ForgetUnstarted(const RankId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exits_heard_.erase(id);  // no process to reap
 }
 
 void Agent::ReapExited() {
@@ -445,7 +459,9 @@ void Agent::ReapExited() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = ranks_.begin(); it != ranks_.end();) {
-      if (it->second->exited()) {
+      // Not before its exit is recorded: a registration in between would
+      // list the rank neither as running nor as exited.
+      if (it->second->exited() && exits_heard_.erase(it->first) > 0) {
         done.push_back(std::move(it->second));
         it = ranks_.erase(it);
       } else {

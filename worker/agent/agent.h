@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <string>
 #include <tuple>
@@ -122,6 +123,7 @@ class Agent {
   // Destroys finished RankProcess objects outside the lock, then starts
   // standby ranks for the free slots.
   void ReapExited();
+  void ForgetUnstarted(const RankId& id);
   void ReplenishStandby();
   absl::StatusOr<std::unique_ptr<RankHandle>> SpawnRank(
       const std::string& stdin_bytes, int threads, bool standby,
@@ -149,6 +151,8 @@ class Agent {
   // The last exits, repeated at every registration: one reported just as
   // the coordinator died would otherwise be lost with it.
   std::deque<v1::RankStatus> recent_exits_;               // GUARDED_BY(mu_)
+  // Ranks whose exit is among recent_exits_, until reaped.
+  std::set<RankId> exits_heard_;                          // GUARDED_BY(mu_)
   // Each rank's numbered metrics and log lines, kept (bounded) so that a
   // restarted coordinator gets what it lost again.
   KeptReports reports_;                                   // GUARDED_BY(mu_)
