@@ -41,20 +41,21 @@ absl::StatusOr<v1::Job> JobsService::JobFor(const grpc::ServerContext& ctx,
   return job;
 }
 
-absl::Status JobsService::CheckModelAllowed(
-    const auth::Caller& caller, const std::string& spec_text) const {
-  if (torchscript_ == TorchScriptPolicy::kAllow) return absl::OkStatus();
+absl::Status CheckModelAllowed(TorchScriptPolicy policy,
+                               const auth::Caller& caller,
+                               const std::string& spec_text) {
+  if (policy == TorchScriptPolicy::kAllow) return absl::OkStatus();
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
   if (!spec.ok() || spec->model().type() != "torchscript") {
     return absl::OkStatus();
   }
-  if (torchscript_ == TorchScriptPolicy::kAdmins && caller.IsAdmin()) {
+  if (policy == TorchScriptPolicy::kAdmins && caller.IsAdmin()) {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
       "model.type: torchscript models are programs that run as the worker's "
       "user; this coordinator accepts them ",
-      torchscript_ == TorchScriptPolicy::kAdmins ? "from admins only"
+      policy == TorchScriptPolicy::kAdmins ? "from admins only"
                                                  : "from nobody",
       " (--torchscript); use a built-in model type"));
 }
@@ -64,7 +65,7 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
                                     v1::SubmitJobResponse* resp) {
   absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  if (absl::Status allowed = CheckModelAllowed(*caller, req->spec_text());
+  if (absl::Status allowed = CheckModelAllowed(torchscript_, *caller, req->spec_text());
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }

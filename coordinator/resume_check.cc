@@ -104,6 +104,19 @@ absl::Status CheckResumeCompatible(const v1::JobSpec& from,
          "delimiter", "token_dtype", "seq_len"},
         {}, from_job);
   }
+  if (difference.empty()) {
+    // The size of the images the model sees: after resizing, then cropping.
+    // Augmentation and normalisation may change.
+    difference = FirstDifference(from.data().transforms(),
+                                 to.data().transforms(), "data.transforms",
+                                 {"resize"}, {}, from_job);
+  }
+  if (difference.empty()) {
+    difference = FirstDifference(from.data().transforms().random_crop(),
+                                 to.data().transforms().random_crop(),
+                                 "data.transforms.random_crop", {"size"}, {},
+                                 from_job);
+  }
   if (difference.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "resume_from: the checkpoint of ", from_job,

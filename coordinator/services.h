@@ -25,6 +25,12 @@ namespace trainctl::coordinator {
 // Who may submit TorchScript jobs (--torchscript).
 enum class TorchScriptPolicy { kAllow, kAdmins, kRefuse };
 
+// PERMISSION_DENIED naming model.type for a TorchScript spec `policy` does
+// not allow `caller` (an invalid spec is left to JobManager to explain).
+absl::Status CheckModelAllowed(TorchScriptPolicy policy,
+                               const auth::Caller& caller,
+                               const std::string& spec_text);
+
 // What GetServerInfo says of the coordinator itself.
 struct ServerBuild {
   std::string version = "unknown", grpc_version = "unknown",
@@ -75,11 +81,6 @@ class JobsService final : public v1::Jobs::Service {
   absl::StatusOr<v1::Job> JobFor(const grpc::ServerContext& ctx,
                                  const std::string& job_id,
                                  const char* action) const;
-  // PERMISSION_DENIED for a TorchScript spec the policy does not allow
-  // this caller (an invalid spec is left to JobManager to explain).
-  absl::Status CheckModelAllowed(const auth::Caller& caller,
-                                 const std::string& spec_text) const;
-
   JobManager& jobs_;
   EventHub& events_;
   const std::atomic<bool>& stopping_;

@@ -261,6 +261,22 @@ TEST(ResumeCheckTest, NamesTheFirstDifference) {
   v1::JobSpec eval = from;
   eval.mutable_data()->set_eval_images("/d/eval");  // evaluation may change
   EXPECT_TRUE(CheckResumeCompatible(from, "job-1", eval).ok());
+
+  // The images' size is the model's input; their augmentation may change.
+  v1::JobSpec resized = from;
+  resized.mutable_data()->mutable_transforms()->add_resize(32);
+  resized.mutable_data()->mutable_transforms()->add_resize(32);
+  EXPECT_THAT(std::string(CheckResumeCompatible(from, "job-1", resized).message()),
+              HasSubstr("data.transforms.resize: job-1 had [], this spec has [32, 32]"));
+  v1::JobSpec cropped = from;
+  cropped.mutable_data()->mutable_transforms()->mutable_random_crop()->add_size(20);
+  cropped.mutable_data()->mutable_transforms()->mutable_random_crop()->add_size(20);
+  EXPECT_THAT(std::string(CheckResumeCompatible(from, "job-1", cropped).message()),
+              HasSubstr("data.transforms.random_crop.size"));
+  v1::JobSpec flipped = from;
+  flipped.mutable_data()->mutable_transforms()->set_horizontal_flip(true);
+  flipped.mutable_data()->mutable_transforms()->mutable_random_crop()->set_padding(4);
+  EXPECT_TRUE(CheckResumeCompatible(from, "job-1", flipped).ok());
 }
 
 TEST_F(JobManagerTest, SubmitRefusesAResumeThatDoesNotFit) {
