@@ -3,6 +3,8 @@
 // file and the time Recover() takes stay bounded (security review H4).
 
 #include <algorithm>
+#include <deque>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -62,21 +64,36 @@ absl::StatusOr<StoreWriter::Ticket> JobManager::DeleteLocked(
 }
 
 StoreWriter::Ticket JobManager::RetireFinishedLocked() {
-  int64_t finished = 0;
-  for (const std::string& id : order_) finished += IsFinal(jobs_.at(id).state());
   const int64_t now = clock_.NowUnixMs();
   std::vector<std::string> retire;
+  // Past the count, the owner with the most finished jobs loses their
+  // oldest: one user's flood of submissions deletes their own history,
+  // not everyone's.
+  std::map<std::string, std::deque<std::string>> kept_by_owner;
+  int64_t kept = 0;
   for (const std::string& id : order_) {  // oldest first
-    if (static_cast<int>(retire.size()) >= kMaxRetiredPerTick) break;
     const v1::Job& job = jobs_.at(id);
     if (!IsFinal(job.state())) continue;
-    const bool too_many = retention_.max_finished_jobs > 0 &&
-                          finished > retention_.max_finished_jobs;
     const bool too_old = retention_.max_age_ms > 0 &&
                          now - job.finished_unix_ms() > retention_.max_age_ms;
-    if (!too_many && !too_old) continue;
-    retire.push_back(id);
-    --finished;
+    if (too_old && static_cast<int>(retire.size()) < kMaxRetiredPerTick) {
+      retire.push_back(id);
+    } else {
+      kept_by_owner[job.owner()].push_back(id);
+      ++kept;
+    }
+  }
+  while (retention_.max_finished_jobs > 0 &&
+         kept > retention_.max_finished_jobs &&
+         static_cast<int>(retire.size()) < kMaxRetiredPerTick) {
+    auto most = std::max_element(
+        kept_by_owner.begin(), kept_by_owner.end(),
+        [](const auto& a, const auto& b) {
+          return a.second.size() < b.second.size();
+        });
+    retire.push_back(most->second.front());
+    most->second.pop_front();
+    --kept;
   }
   StoreWriter::Ticket deletions;
   for (const std::string& id : retire) {

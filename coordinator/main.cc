@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"allow", "admins", "refuse"}));
   app.add_option("--keep-finished-jobs", options.keep_finished_jobs,
-                 "finished jobs kept, newest first; older ones are deleted "
-                 "(0: no limit)")
+                 "finished jobs kept; past it, the oldest of the user with "
+                 "the most are deleted (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--keep-finished-days", options.keep_finished_days,
