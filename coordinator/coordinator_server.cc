@@ -324,6 +324,8 @@ absl::StatusOr<int> CoordinatorServer::Start() {
               << (security_.auth->insecure() ? ", no authentication"
                                              : ", bearer tokens required");
   }
+  // Agents can reach us from here on: their time to re-attach starts now.
+  jobs_.StartReattachWindow();
   lease_thread_ = std::thread([this] { LeaseLoop(); });
   TLOG_INFO << "coordinator listening on port " << port;
   return port;

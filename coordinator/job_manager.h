@@ -51,6 +51,9 @@ class JobManager {
   // (DATA_LOSS, FAILED_PRECONDITION, UNAVAILABLE...): do not serve then.
   // FAILED_PRECONDITION when jobs exist already.
   absl::Status Recover();
+  // Called once the server serves: the agents' re-attach grace period counts
+  // from now, not from Recover(), which takes long on a large database.
+  void StartReattachWindow();
   // Makes every change so far durable (at shutdown).
   absl::Status Flush();
   // Called before the agent streams are torn down at shutdown: from now on a

@@ -330,6 +330,12 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
   }
 }
 
+void JobManager::StartReattachWindow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t deadline = clock_.NowUnixMs() + reattach_grace_ms_;
+  for (auto& [id, job_deadline] : reattach_deadline_ms_) job_deadline = deadline;
+}
+
 void JobManager::CheckReattachLocked(Outbox* outbox) {
   const int64_t now = clock_.NowUnixMs();
   std::vector<std::string> settled, overdue;

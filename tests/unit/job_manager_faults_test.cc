@@ -434,6 +434,28 @@ TEST_F(JobManagerFaultsTest, ExitsDuringAnOutageAreAcceptedAfterRecover) {
   EXPECT_EQ(done.ranks(1).state(), v1::RANK_STATE_EXITED);
 }
 
+// A slow start (a large database, a slow disk) does not eat into the
+// agents' time to come back: it counts from when the server serves.
+TEST_F(JobManagerFaultsTest, TheReattachWindowCountsFromServingNotFromRecover) {
+  AddWorker("w1", 1);
+  v1::Job job = *jobs_.Submit(FaultSpec(1, 8, ""), false);
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(restarted.Recover().ok());
+  const int64_t grace = 2 * 5'000 + 5'000;  // 2 x lease + 5 s
+  clock_.AdvanceMs(grace + 1'000);  // Recover and the rest of start-up
+  restarted.StartReattachWindow();
+  restarted.CheckLeases();
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  clock_.AdvanceMs(grace - 1);
+  restarted.CheckLeases();
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  clock_.AdvanceMs(2);
+  restarted.CheckLeases();
+  EXPECT_EQ(restarted.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
+}
+
 TEST_F(JobManagerFaultsTest, ElasticJobGrowsAtItsNextCheckpoint) {
   auto w1 = AddWorker("w1", 1);
   auto w2 = AddWorker("w2", 1);
