@@ -10,7 +10,7 @@
 #include "trainctl/v1/jobs.pb.h"
 #include "worker/train/data/dataset.h"
 #include "worker/train/fault_hooks.h"
-#include "worker/train/progress.h"
+#include "worker/train/loop_position.h"
 #include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
@@ -37,7 +37,7 @@ struct RankContext {
   // Start-up timings (ms) to report with the plan metric, e.g. join_ms.
   std::map<std::string, double> startup;
   // Written by the loop when set; read by the rank's progress reporter.
-  RankProgress* progress = nullptr;
+  LoopPosition* progress = nullptr;
   FaultHooks faults;
 };
 

@@ -66,11 +66,11 @@ class Reporter {
 class ProgressReporter {
  public:
   ProgressReporter(Reporter& out, const RankArgs& args,
-                   const RankProgress& progress)
+                   const LoopPosition& progress)
       : thread_([this, &out, args, &progress] {
           std::unique_lock<std::mutex> lock(mu_);
           while (!cv_.wait_for(lock, kProgressInterval, [this] { return stop_; })) {
-            const RankProgress::Snapshot now = progress.Read();
+            const LoopPosition::Snapshot now = progress.Read();
             v1::RankReport report;
             auto* p = report.mutable_progress();
             p->set_job_id(args.job_id);
@@ -78,7 +78,7 @@ class ProgressReporter {
             p->set_rank(args.rank);
             p->set_step(now.step);
             p->set_collective_seq(now.collectives);
-            p->set_phase(RankProgress::PhaseName(now.phase));
+            p->set_phase(LoopPosition::PhaseName(now.phase));
             out.Send(report);
           }
         }) {}
@@ -199,7 +199,7 @@ int RunRank(const v1::RankLaunch& launch) {
     *report.mutable_checkpoint() = checkpoint;
     reporter.Send(report);
   };
-  RankProgress progress;
+  LoopPosition progress;
   ctx.progress = &progress;
   ProgressReporter progress_reporter(reporter, args, progress);
   // Read the data while the process group forms: both take a while.

@@ -177,8 +177,8 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       }
     }
   }
-  RankProgress local_progress;
-  RankProgress& progress = ctx.progress ? *ctx.progress : local_progress;
+  LoopPosition local_progress;
+  LoopPosition& progress = ctx.progress ? *ctx.progress : local_progress;
   std::ofstream sample_log;
   if (!ctx.faults.sample_log_dir.empty()) {
     sample_log.open(absl::StrCat(ctx.faults.sample_log_dir, "/", ctx.job_id,
@@ -236,7 +236,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   std::map<std::string, double> eval_now;  // this step's evaluation, if any
   auto evaluate = [&](int64_t step, int epoch) {
     if (!data.eval) return;
-    progress.Enter(RankProgress::Phase::kEvaluation);
+    progress.Enter(LoopPosition::Phase::kEvaluation);
     AutocastScope autocast(t.precision(), ctx.device);
     EvalOptions options;
     options.top_k = t.eval_top_k();
@@ -332,11 +332,11 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     }
     if (sample_log.is_open()) sample_log.flush();
 
-    progress.Enter(RankProgress::Phase::kAllReduce);
+    progress.Enter(LoopPosition::Phase::kAllReduce);
     comm_timer.Start();
     const torch::Tensor mean_loss = buckets.Finish();
     comm_timer.Stop();
-    progress.Enter(RankProgress::Phase::kOptimizer);
+    progress.Enter(LoopPosition::Phase::kOptimizer);
     auto mark = Clock::now();
     bool finite = true;
     if (scaler) {
@@ -408,7 +408,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     };
     log_unsaved(checkpoints.Poll());  // a background write that has ended
     if (checkpoints.Due(step, epoch_end)) {
-      progress.Enter(RankProgress::Phase::kCheckpoint);
+      progress.Enter(LoopPosition::Phase::kCheckpoint);
       // Local SGD replicas drift between averages; save their mean.
       if (local_sgd && step % t.local_sgd_steps() != 0) sync.AverageParameters();
       TrainingCursor cursor;
@@ -421,7 +421,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       log_unsaved(checkpoints.Save(cursor, eval_now));
     }
   }
-  if (checkpoints.writing()) progress.Enter(RankProgress::Phase::kCheckpoint);
+  if (checkpoints.writing()) progress.Enter(LoopPosition::Phase::kCheckpoint);
   if (absl::Status saved = checkpoints.Finish(); !saved.ok()) {
     std::cerr << saved.message() << std::endl;
   }

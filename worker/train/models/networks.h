@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "worker/train/models/checkpoint.h"
+#include "worker/train/models/activation_checkpoint.h"
 
 namespace trainctl::train {
 

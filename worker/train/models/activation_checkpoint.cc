@@ -1,4 +1,4 @@
-#include "worker/train/models/checkpoint.h"
+#include "worker/train/models/activation_checkpoint.h"
 
 #include <cstdint>
 

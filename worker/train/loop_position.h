@@ -9,7 +9,7 @@ namespace trainctl::train {
 // thread that sends it to the agent every second, even while the loop is
 // blocked. The coordinator finds a hung rank as one whose progress stops
 // changing (coordinator/hang_detector.h). Lock-free; one writer.
-class RankProgress {
+class LoopPosition {
  public:
   enum class Phase : int {
     kStarting = 0,
