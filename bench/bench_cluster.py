@@ -10,7 +10,7 @@ import time
 
 def with_rank_malloc(env):
     """`env` with the malloc settings trainctl's agent gives its ranks
-    (RankMallocTunables in worker/train/heap_reuse.cc), for a peer that is
+    (RankMallocTunables in worker/support/heap_reuse.cc), for a peer that is
     to run on an equal allocator."""
     env = dict(env)
     env["GLIBC_TUNABLES"] = ":".join(filter(None, [

@@ -1,7 +1,7 @@
 #pragma once
 
 // The in-process benchmarks run training code outside a rank process; this
-// gives them the rank's malloc settings (worker/train/heap_reuse.h) so that
+// gives them the rank's malloc settings (worker/support/heap_reuse.h) so that
 // their numbers mean what a job would see.
 
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "worker/train/heap_reuse.h"
+#include "worker/support/heap_reuse.h"
 
 namespace trainctl::bench {
 

@@ -13,7 +13,7 @@
 
 #include "local_cluster.h"
 #include "tests/unit/tensorboard_reader.h"
-#include "worker/train/tensorboard_writer.h"
+#include "worker/support/tensorboard_writer.h"
 
 namespace trainctl::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "common/data_shards.h"
 #include "tests/unit/data_test_util.h"
 #include "tests/unit/npy_test_util.h"
-#include "worker/train/data/shard_manifest.h"
+#include "worker/support/shard_manifest.h"
 
 namespace trainctl::train::data_testing {
 namespace {

@@ -1,7 +1,7 @@
 // Precision, recall and F1 from per-class counts (scikit-learn's macro
 // average with zero_division=0), and the confusion matrix's text.
 
-#include "worker/train/eval_metrics.h"
+#include "worker/support/eval_metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "worker/train/heap_reuse.h"
+#include "worker/support/heap_reuse.h"
 
 #include <gtest/gtest.h>
 #include <malloc.h>

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "trainctl/tensorboard/event.pb.h"
-#include "worker/train/tensorboard_writer.h"
+#include "worker/support/tensorboard_writer.h"
 
 namespace trainctl::testing {
 namespace {

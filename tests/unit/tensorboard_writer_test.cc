@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 
-#include "worker/train/tensorboard_writer.h"
+#include "worker/support/tensorboard_writer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -16,7 +16,7 @@
 #include "trainctl/v1/rank.pb.h"
 #include "worker/agent/process_hardening.h"
 #include "common/utf8_sanitize.h"
-#include "worker/train/heap_reuse.h"
+#include "worker/support/heap_reuse.h"
 
 extern char** environ;
 
@@ -264,7 +264,7 @@ absl::StatusOr<std::unique_ptr<RankHandle>> Agent::SpawnRank(
                           "MKL_NUM_THREADS"}) {
     launch.env[var] = absl::StrCat(threads);
   }
-  // malloc tuned for training from exec on (worker/train/heap_reuse.h).
+  // malloc tuned for training from exec on (worker/support/heap_reuse.h).
   const char* tunables = getenv("GLIBC_TUNABLES");
   launch.env["GLIBC_TUNABLES"] =
       train::RankMallocTunables(tunables != nullptr ? tunables : "");

@@ -48,7 +48,7 @@ struct AgentOptions {
   bool standby_ranks = true;
   int max_buffered_messages = 100'000;
   // Decoded copies of gzip data files, shared by this node's ranks
-  // (worker/train/data/decoded_cache.h); a limit of 0 turns them off.
+  // (worker/support/decoded_cache.h); a limit of 0 turns them off.
   std::string data_cache_dir;
   int64_t data_cache_mb = 8192;
   // Heap a standby rank touches while it waits, so the first training step

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
-#include "worker/train/eval_metrics.h"
+#include "worker/support/eval_metrics.h"
 #include "worker/train/rank_spread.h"
 
 namespace trainctl::train {

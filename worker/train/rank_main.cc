@@ -22,7 +22,7 @@
 #include "trainctl/v1/rank.pb.h"
 #include "worker/train/collective_group.h"
 #include "worker/train/device.h"
-#include "worker/train/heap_reuse.h"
+#include "worker/support/heap_reuse.h"
 #include "worker/train/rendezvous_store.h"
 #include "worker/train/trainer.h"
 

@@ -15,7 +15,7 @@
 #include "worker/train/autocast_scope.h"
 #include "worker/train/batch_prefetcher.h"
 #include "worker/train/checkpointer.h"
-#include "worker/train/data/shard_manifest.h"
+#include "worker/support/shard_manifest.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/grad_buckets.h"
 #include "worker/train/grad_sync.h"
@@ -25,7 +25,7 @@
 #include "worker/train/optim/schedule.h"
 #include "worker/train/rank_spread.h"
 #include "worker/train/stream_timer.h"
-#include "worker/train/tensorboard_writer.h"
+#include "worker/support/tensorboard_writer.h"
 
 namespace trainctl::train {
 namespace {

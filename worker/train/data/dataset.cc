@@ -27,7 +27,7 @@
 #include "worker/train/data/image_transforms.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
-#include "worker/train/data/shard_manifest.h"
+#include "worker/support/shard_manifest.h"
 
 namespace trainctl::train {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "trainctl/v1/spec.pb.h"
-#include "worker/train/data/decoded_cache.h"
+#include "worker/support/decoded_cache.h"
 
 namespace trainctl::train {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "worker/train/data/decoded_cache.h"
+#include "worker/support/decoded_cache.h"
 
 namespace trainctl::train {
 

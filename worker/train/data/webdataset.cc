@@ -18,7 +18,7 @@
 #include "common/data_probe.h"
 #include "common/status_macros.h"
 #include "common/webdataset_index.h"
-#include "worker/train/data/image_decode.h"
+#include "worker/support/image_decode.h"
 #include "worker/train/data/image_transforms.h"
 #include "worker/train/data/readers.h"
 

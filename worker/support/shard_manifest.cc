@@ -1,4 +1,4 @@
-#include "worker/train/data/shard_manifest.h"
+#include "worker/support/shard_manifest.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "worker/train/eval_metrics.h"
+#include "worker/support/eval_metrics.h"
 
 #include <algorithm>
 #include <cstdint>

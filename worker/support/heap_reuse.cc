@@ -1,4 +1,4 @@
-#include "worker/train/heap_reuse.h"
+#include "worker/support/heap_reuse.h"
 
 #include <cstdlib>  // defines __GLIBC__ on glibc systems
 #include <cstring>

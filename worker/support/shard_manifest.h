@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/train/data/decoded_cache.h"
+#include "worker/support/decoded_cache.h"
 
 namespace trainctl::train {
 

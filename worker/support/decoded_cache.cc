@@ -1,4 +1,4 @@
-#include "worker/train/data/decoded_cache.h"
+#include "worker/support/decoded_cache.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "worker/train/tensorboard_writer.h"
+#include "worker/support/tensorboard_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "worker/train/data/image_decode.h"
+#include "worker/support/image_decode.h"
 
 #include <png.h>
 
