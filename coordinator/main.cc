@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "coordinator/auth/cluster_files.h"
 #include "coordinator/auth/worker_enrollment.h"
 #include "coordinator/coordinator_server.h"
@@ -244,13 +245,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // Blocked in every thread from here; the main thread waits for them.
+  const sigset_t stop_signals = trainctl::BlockStopSignals();
 
   trainctl::RealClock clock;
   TLOG_INFO << "state database: "
@@ -273,8 +269,7 @@ int main(int argc, char** argv) {
   if (!WritePortFile("--http-port-file", http_port_file, server.http_port())) {
     return 1;
   }
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = trainctl::WaitForStopSignal(stop_signals);
   TLOG_INFO << "signal " << signal_number << ": shutting down";
   server.Shutdown();
   return 0;

@@ -1,7 +1,6 @@
 #include "worker/worker_node.h"
 
 #include <limits.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
 #include "common/log.h"
+#include "common/stop_signals.h"
 #include "worker/agent/collective_host.h"
 #include "worker/agent/gpu_slots.h"
 #include "worker/agent/process_hardening.h"
@@ -101,19 +101,12 @@ void ChooseCollectiveHost(agent::AgentOptions& options) {
 }
 
 // The agent, on the real coordinator connection and rank processes, until
-// SIGINT or SIGTERM.
-void RunAgentUntilSignal(const agent::AgentOptions& options) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
+// one of `stop_signals` arrives.
+void RunAgentUntilSignal(const agent::AgentOptions& options,
+                         const sigset_t& stop_signals) {
   agent::Agent agent(options, agent::SystemAgentDeps(options));
   std::thread runner([&agent] { agent.Run(); });
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = WaitForStopSignal(stop_signals);
   TLOG_INFO << "signal " << signal_number << ": stopping ranks and exiting";
   agent.Stop();
   runner.join();
@@ -245,6 +238,10 @@ int RunWorker(WorkerFlags flags) {
            options.name.c_str(), tls.state_dir.c_str());
     return 0;
   }
+  // Before the health server's and the agent's threads, which inherit the
+  // mask: a SIGTERM landing in one of them would end the process without
+  // stopping the ranks. (Not earlier: Ctrl-C still ends a slow join.)
+  const sigset_t stop_signals = BlockStopSignals();
   options.credentials = credentials->channel;
   options.ca_pem = credentials->ca_pem;
   std::unique_ptr<grpc::Server> health_server;
@@ -256,7 +253,7 @@ int RunWorker(WorkerFlags flags) {
   }
   ChooseCollectiveHost(options);
   options.rank_program = SelfPath();
-  RunAgentUntilSignal(options);
+  RunAgentUntilSignal(options, stop_signals);
   if (health_server) health_server->Shutdown();
   return 0;
 }

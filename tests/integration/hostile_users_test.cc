@@ -90,10 +90,8 @@ TEST_F(HostileUsersTest, ACsvErrorOnTheJoinTokenFileShowsNoByteOfIt) {
       " train_path: " + token_file + "}\n");
   CliResult submit = AsMallory({"submit", spec});
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  const size_t at = submit.output.find("job-");
-  ASSERT_NE(at, std::string::npos) << submit.output;
-  const std::string id = submit.output.substr(
-      at, submit.output.find_first_not_of("job-0123456789", at) - at);
+  const std::string id = JobIdFrom(submit.output);
+  ASSERT_FALSE(id.empty()) << submit.output;
   v1::Job done = cluster_->WaitForJob(
       id,
       [](const v1::Job& j) {
@@ -160,10 +158,8 @@ TEST_F(HostileUsersTest, ACancelReasonAndSpecStringsAreBounded) {
                    "data: {train_images: /a, train_labels: /b}\n");
   CliResult submit = AsMallory({"submit", held});
   ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  const size_t at = submit.output.find("job-");
-  ASSERT_NE(at, std::string::npos) << submit.output;
-  const std::string id = submit.output.substr(
-      at, submit.output.find_first_not_of("job-0123456789", at) - at);
+  const std::string id = JobIdFrom(submit.output);
+  ASSERT_FALSE(id.empty()) << submit.output;
   CliResult long_reason =
       AsMallory({"cancel", id, "--reason", std::string(2000, 'r')});
   EXPECT_NE(long_reason.exit_code, 0) << long_reason.output;

@@ -108,11 +108,23 @@ class AgentTest : public ::testing::Test {
     return rank;
   }
 
+  // Starts the agent, registers it (heartbeats every `interval_ms`) and
+  // starts rank 0 of a one-rank job-1: session_ and rank_.
+  void StartWithOneRank(int64_t heartbeat_interval_ms = 3'600'000) {
+    Start();
+    session_ = coordinator_.AcceptAndRegister(nullptr, {}, heartbeat_interval_ms);
+    ASSERT_NE(session_, nullptr);
+    rank_ = StartOneRank(*session_, "job-1");
+    ASSERT_NE(rank_, nullptr);
+  }
+
   FakeClock clock_;
   FakeCoordinator coordinator_;
   FakeRanks ranks_;
   std::unique_ptr<Agent> agent_;
   std::thread runner_;
+  std::shared_ptr<FakeSession> session_;
+  std::shared_ptr<FakeRank> rank_;
 };
 
 TEST_F(AgentTest, RegistersItsSlotsDevicesAndVersion) {
@@ -169,11 +181,9 @@ TEST_F(AgentTest, StartsEachAssignedRankWithItsLaunchAndTheSpecSentOnce) {
 }
 
 TEST_F(AgentTest, ReconnectsAfterTheStreamEndsAndListsItsRunningRanks) {
-  Start();
-  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister();
-  ASSERT_NE(first, nullptr);
-  std::shared_ptr<FakeRank> rank = StartOneRank(*first, "job-1");
-  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithOneRank());
+  std::shared_ptr<FakeSession> first = session_;
+  std::shared_ptr<FakeRank> rank = rank_;
   first->Drop();
   v1::RegisterRequest hello;
   ASSERT_NE(coordinator_.AcceptAndRegister(&hello), nullptr);
@@ -208,11 +218,9 @@ TEST_F(AgentTest, ARefusedRegistrationIsTriedAgain) {
 // What a rank reported and how it exited while no coordinator listened
 // reach the next one, in order: reports after its cursor, then the exit.
 TEST_F(AgentTest, WhatHappenedDuringAnOutageIsSentAfterTheCursor) {
-  Start();
-  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister();
-  ASSERT_NE(first, nullptr);
-  std::shared_ptr<FakeRank> rank = StartOneRank(*first, "job-1");
-  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithOneRank());
+  std::shared_ptr<FakeSession> first = session_;
+  std::shared_ptr<FakeRank> rank = rank_;
   rank->Metric(1, 0.9);  // seq 1, and the coordinator keeps it
   std::optional<v1::AgentMessage> one = first->NextNotHeartbeat();
   ASSERT_TRUE(one && one->has_metrics());
@@ -248,12 +256,9 @@ TEST_F(AgentTest, WhatHappenedDuringAnOutageIsSentAfterTheCursor) {
 // A rank whose process is gone but whose exit was not yet delivered is not
 // reaped: a registration then would list it neither running nor exited.
 TEST_F(AgentTest, ARankIsListedUntilItsExitIsHeard) {
-  Start();
-  std::shared_ptr<FakeSession> first = coordinator_.AcceptAndRegister(
-      nullptr, {}, /*heartbeat_interval_ms=*/5);
-  ASSERT_NE(first, nullptr);
-  std::shared_ptr<FakeRank> rank = StartOneRank(*first, "job-1");
-  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithOneRank(/*heartbeat_interval_ms=*/5));
+  std::shared_ptr<FakeSession> first = session_;
+  std::shared_ptr<FakeRank> rank = rank_;
   rank->Vanish();
   // Each heartbeat is followed by a reap: after two, one reap has run.
   for (int beats = 0; beats < 2;) {
@@ -311,12 +316,9 @@ TEST_F(AgentTest, CancelEndsTheJobsRanksUpToItsGenerationOnly) {
 }
 
 TEST_F(AgentTest, HeartbeatsCarryTheClocksTimeAndEachRanksProgress) {
-  Start();
-  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister(
-      nullptr, {}, /*heartbeat_interval_ms=*/5);
-  ASSERT_NE(session, nullptr);
-  std::shared_ptr<FakeRank> rank = StartOneRank(*session, "job-1");
-  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithOneRank(/*heartbeat_interval_ms=*/5));
+  std::shared_ptr<FakeSession> session = session_;
+  std::shared_ptr<FakeRank> rank = rank_;
   clock_.AdvanceMs(1234);
   v1::RankReport progress;
   progress.mutable_progress()->set_job_id("someone-elses-job");  // ignored
@@ -339,11 +341,9 @@ TEST_F(AgentTest, HeartbeatsCarryTheClocksTimeAndEachRanksProgress) {
 }
 
 TEST_F(AgentTest, AnExitsLastErrorIsSentAsValidUtf8) {
-  Start();
-  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
-  ASSERT_NE(session, nullptr);
-  std::shared_ptr<FakeRank> rank = StartOneRank(*session, "job-1");
-  ASSERT_NE(rank, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWithOneRank());
+  std::shared_ptr<FakeSession> session = session_;
+  std::shared_ptr<FakeRank> rank = rank_;
   rank->Exit(1, std::string("bad \xff\xfe tail\xc3", 12));
   std::optional<v1::AgentMessage> m = session->NextNotHeartbeat();
   ASSERT_TRUE(m && m->has_rank_status());

@@ -70,7 +70,7 @@ bool Agent::AwaitChannel() {
   // A stream started while the channel is reconnecting fails at once, and
   // over TLS the failed call can abort the handshake under way (as for the
   // CLI's streams): so the session starts once the channel is connected.
-  // The channel itself retries within a second (CoordinatorChannel).
+  // The channel itself retries within a second (GrpcCoordinatorConnection).
   bool said = false;
   while (!stopping_.load()) {
     if (coordinator_->WaitForConnected(kConnectWaitSlice)) {
