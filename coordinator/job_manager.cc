@@ -169,12 +169,13 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
   return it->second;
 }
 
-std::vector<v1::Job> JobManager::List(
-    const std::vector<v1::JobState>& states) const {
+std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states,
+                                      const std::string* owner) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Job> out;
   for (const auto& id : order_) {
     const v1::Job& job = jobs_.at(id);
+    if (owner != nullptr && job.owner() != *owner) continue;
     if (states.empty() ||
         std::find(states.begin(), states.end(), job.state()) != states.end()) {
       out.push_back(job);

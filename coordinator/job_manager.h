@@ -87,7 +87,9 @@ class JobManager {
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
-  std::vector<v1::Job> List(const std::vector<v1::JobState>& states) const;
+  // With `owner`, only that user's jobs (the others are not copied).
+  std::vector<v1::Job> List(const std::vector<v1::JobState>& states,
+                            const std::string* owner = nullptr) const;
   // NOT_FOUND for an unknown id; FAILED_PRECONDITION when already final.
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id,
                                  const std::string& reason);

@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/spec.h"
 #include "common/utf8_sanitize.h"
+#include "coordinator/caller_view.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
 
@@ -31,14 +32,7 @@ absl::StatusOr<v1::Job> JobsService::JobFor(const grpc::ServerContext& ctx,
                                             const char* action) const {
   absl::StatusOr<auth::Caller> caller = auth_.Person(ctx);
   if (!caller.ok()) return caller.status();
-  absl::StatusOr<v1::Job> job = jobs_.Get(job_id);
-  if (!job.ok()) return job.status();
-  if (!caller->MayTouchJobOf(job->owner())) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "job ", job_id, " belongs to ", job->owner(), "; only ", job->owner(),
-        " or an admin may ", action, " it"));
-  }
-  return job;
+  return CallerView(jobs_, *caller).Job(job_id, action);
 }
 
 absl::Status CheckModelAllowed(TorchScriptPolicy policy,
@@ -107,9 +101,8 @@ grpc::Status JobsService::ListJobs(grpc::ServerContext* ctx,
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   std::vector<v1::JobState> states;
   for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-  for (auto& job : jobs_.List(states)) {
-    // People see their own jobs; admins see everyone's.
-    if (caller->MayTouchJobOf(job.owner())) *resp->add_jobs() = std::move(job);
+  for (v1::Job& job : CallerView(jobs_, *caller).Jobs(states)) {
+    *resp->add_jobs() = std::move(job);
   }
   return grpc::Status::OK;
 }
@@ -231,18 +224,7 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx,
                                       v1::ListWorkersResponse* resp) {
   absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  std::map<std::string, bool> visible;  // job id -> caller may see it
-  for (const v1::Job& job : jobs_.List({})) {
-    visible[job.id()] = caller->MayTouchJobOf(job.owner());
-  }
-  for (auto& w : jobs_.Workers()) {
-    // Which ranks run where is shown for the caller's own jobs only.
-    auto* running = w.mutable_running();
-    running->erase(std::remove_if(running->begin(), running->end(),
-                                  [&visible](const std::string& r) {
-                                    return !visible[r.substr(0, r.find('/'))];
-                                  }),
-                   running->end());
+  for (v1::WorkerInfo& w : CallerView(jobs_, *caller).Workers()) {
     *resp->add_workers() = std::move(w);
   }
   return grpc::Status::OK;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/caller_view.h"
 #include "coordinator/http/coordinator_metrics.h"
 #include "coordinator/http/dashboard_api.h"
 #include "coordinator/http/dashboard_assets.h"
@@ -158,15 +159,8 @@ HttpResponse HttpRoutes::Metrics(const auth::Caller& caller) const {
   PrometheusText out;
   // A user's scrape covers their own jobs; an admin's (Prometheus's token
   // should be one) the whole cluster.
-  std::vector<v1::Job> jobs = jobs_.List({});
-  if (!caller.IsAdmin()) {
-    jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
-                              [&caller](const v1::Job& job) {
-                                return !caller.MayTouchJobOf(job.owner());
-                              }),
-               jobs.end());
-  }
-  WriteClusterMetrics(jobs, jobs_.Workers(), clock_.NowUnixMs(), out);
+  WriteClusterMetrics(CallerView(jobs_, caller).Jobs(), jobs_.Workers(),
+                      clock_.NowUnixMs(), out);
   rpc_stats_.WriteTo(out);
   return HttpResponse{200, kPrometheusContentType, out.text(), {}};
 }
@@ -174,18 +168,9 @@ HttpResponse HttpRoutes::Metrics(const auth::Caller& caller) const {
 HttpResponse HttpRoutes::Api(const std::string& path,
                              const HttpRequest& request,
                              const auth::Caller& caller) const {
-  if (path == "/jobs") {
-    std::vector<v1::Job> jobs = jobs_.List({});
-    if (!caller.IsAdmin()) {
-      jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
-                                [&caller](const v1::Job& job) {
-                                  return !caller.MayTouchJobOf(job.owner());
-                                }),
-                 jobs.end());
-    }
-    return Json(200, JobListJson(jobs));
-  }
-  if (path == "/workers") return Workers(caller);
+  const CallerView view(jobs_, caller);
+  if (path == "/jobs") return Json(200, JobListJson(view.Jobs()));
+  if (path == "/workers") return Json(200, WorkersJson(view.Workers()));
   const std::vector<std::string> parts =
       absl::StrSplit(path.substr(1), '/');  // "jobs", ID[, "events"]
   if (parts.size() >= 2 && parts.size() <= 3 && parts[0] == "jobs" &&
@@ -195,7 +180,7 @@ HttpResponse HttpRoutes::Api(const std::string& path,
     }
     // Unknown ids are refused before the EventHub is asked: it would keep
     // an empty log for any id it is asked about.
-    absl::StatusOr<v1::Job> job = ReadableJob(parts[1], caller);
+    absl::StatusOr<v1::Job> job = view.Job(parts[1], "read");
     if (!job.ok()) {
       return Json(HttpStatusOf(job.status()),
                   ErrorJson(std::string(job.status().message())));
@@ -204,39 +189,6 @@ HttpResponse HttpRoutes::Api(const std::string& path,
                              : Json(200, JobJson(*job));
   }
   return Json(404, ErrorJson("no such API path: /api" + path));
-}
-
-absl::StatusOr<v1::Job> HttpRoutes::ReadableJob(
-    const std::string& job_id, const auth::Caller& caller) const {
-  absl::StatusOr<v1::Job> job = jobs_.Get(job_id);
-  if (!job.ok()) return job.status();
-  if (!caller.MayTouchJobOf(job->owner())) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        job_id, " belongs to another user; only its owner or an admin may "
-        "read it"));
-  }
-  return job;
-}
-
-HttpResponse HttpRoutes::Workers(const auth::Caller& caller) const {
-  std::vector<v1::WorkerInfo> workers = jobs_.Workers();
-  if (!caller.IsAdmin()) {
-    // Everyone may see the machines; only an admin sees whose jobs run
-    // where, so "running" keeps the caller's own ranks ("job/rank").
-    std::set<std::string> own;
-    for (const v1::Job& job : jobs_.List({})) {
-      if (caller.MayTouchJobOf(job.owner())) own.insert(job.id());
-    }
-    for (v1::WorkerInfo& worker : workers) {
-      std::vector<std::string> kept;
-      for (const std::string& rank : worker.running()) {
-        if (own.count(rank.substr(0, rank.find('/'))) > 0) kept.push_back(rank);
-      }
-      worker.clear_running();
-      for (std::string& rank : kept) worker.add_running(std::move(rank));
-    }
-  }
-  return Json(200, WorkersJson(workers));
 }
 
 HttpResponse HttpRoutes::Events(const std::string& job_id,

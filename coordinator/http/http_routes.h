@@ -51,13 +51,8 @@ class HttpRoutes {
   HttpResponse Metrics(const auth::Caller& caller) const;
   HttpResponse Api(const std::string& path, const HttpRequest& request,
                    const auth::Caller& caller) const;
-  // The job if `caller` may read it; NOT_FOUND, or PERMISSION_DENIED for
-  // another user's job.
-  absl::StatusOr<v1::Job> ReadableJob(const std::string& job_id,
-                                      const auth::Caller& caller) const;
   HttpResponse Events(const std::string& job_id,
                       const HttpRequest& request) const;
-  HttpResponse Workers(const auth::Caller& caller) const;
 
   JobManager& jobs_;
   EventHub& events_;

@@ -103,7 +103,7 @@ TEST_F(DashboardAuthTest, WithoutAGoodTokenThePageAsksForOne) {
 
 TEST_F(DashboardAuthTest, AnotherUsersJobIsRefusedAndAnAdminsIsNot) {
   const std::string refused = Page("/jobs/job-2#token=alice-token", 3'000);
-  EXPECT_NE(refused.find("job-2 belongs to another user"), std::string::npos)
+  EXPECT_NE(refused.find("job job-2 belongs to bob"), std::string::npos)
       << refused;
   EXPECT_EQ(refused.find("data-state="), std::string::npos);
   EXPECT_EQ(refused.find("id=\"token-prompt\""), std::string::npos);

@@ -108,7 +108,7 @@ TEST_F(HttpAuthTest, AUserSeesOnlyTheirOwnJobs) {
   for (const char* path : {"/api/jobs/job-2", "/api/jobs/job-2/events"}) {
     HttpResponse r = Get(path, "alice-token");
     EXPECT_EQ(r.status, 403) << path;
-    EXPECT_NE(r.body.find("job-2 belongs to another user"), std::string::npos)
+    EXPECT_NE(r.body.find("job job-2 belongs to bob"), std::string::npos)
         << r.body;
     EXPECT_EQ(r.body.find("\"owner\""), std::string::npos);
   }

@@ -1,0 +1,59 @@
+// CallerView: the one definition of what a caller sees, used by the gRPC
+// Jobs service and the HTTP routes alike.
+
+#include "coordinator/caller_view.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/owned_jobs_fixture.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using auth::Caller;
+
+std::vector<std::string> Ids(const std::vector<v1::Job>& jobs) {
+  std::vector<std::string> ids;
+  for (const v1::Job& job : jobs) ids.push_back(job.id());
+  return ids;
+}
+
+const Caller kAlice{"alice", Caller::Role::kUser};
+const Caller kRoot{"root", Caller::Role::kAdmin};
+const Caller kWorker{"w1", Caller::Role::kWorker};
+
+class CallerViewTest : public OwnedJobsTest {};
+
+TEST_F(CallerViewTest, APersonSeesTheirJobsAnAdminEveryonesAWorkerNone) {
+  EXPECT_THAT(Ids(CallerView(jobs_, kAlice).Jobs()), ElementsAre("job-1"));
+  EXPECT_THAT(Ids(CallerView(jobs_, kRoot).Jobs()), ElementsAre("job-1", "job-2"));
+  EXPECT_TRUE(CallerView(jobs_, kWorker).Jobs().empty());
+  EXPECT_TRUE(CallerView(jobs_, kAlice).Jobs({v1::JOB_STATE_QUEUED}).empty());
+}
+
+TEST_F(CallerViewTest, AnotherUsersJobIsRefusedNamingTheOwnerAndTheAction) {
+  EXPECT_TRUE(CallerView(jobs_, kAlice).Job("job-1", "read").ok());
+  absl::Status refused = CallerView(jobs_, kAlice).Job("job-2", "cancel").status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("job job-2 belongs to bob; only bob or an admin may "
+                        "cancel it"));
+  EXPECT_EQ(CallerView(jobs_, kAlice).Job("job-9", "read").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(CallerView(jobs_, kRoot).Job("job-2", "cancel").ok());
+}
+
+TEST_F(CallerViewTest, WorkersShowOnlyTheCallersRanks) {
+  std::vector<v1::WorkerInfo> mine = CallerView(jobs_, kAlice).Workers();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_THAT(mine[0].running(), ElementsAre("job-1/0"));
+  std::vector<v1::WorkerInfo> all = CallerView(jobs_, kRoot).Workers();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].running_size(), 2);
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator
