@@ -48,6 +48,20 @@ void CoordinatorClient::SetDeadline(grpc::ClientContext* context) const {
   context->set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> CoordinatorClient::Unary(
+    grpc::Status (v1::Jobs::Stub::*method)(grpc::ClientContext*, const Request&,
+                                           Response*),
+    const Request& request) {
+  Response response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  absl::Status status =
+      FromGrpcStatus(((*stub_).*method)(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
     const std::string& spec_text, bool dry_run,
     const std::string& resume_from) {
@@ -55,51 +69,27 @@ absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
   request.set_spec_text(spec_text);
   request.set_dry_run(dry_run);
   request.set_resume_from(resume_from);
-  v1::SubmitJobResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(stub_->SubmitJob(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::SubmitJob, request);
 }
 
 absl::StatusOr<v1::ListCheckpointsResponse> CoordinatorClient::ListCheckpoints(
     const std::string& job_id) {
   v1::ListCheckpointsRequest request;
   request.set_job_id(job_id);
-  v1::ListCheckpointsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(stub_->ListCheckpoints(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::ListCheckpoints, request);
 }
 
 absl::StatusOr<v1::Job> CoordinatorClient::GetJob(const std::string& job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
-  v1::Job response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(stub_->GetJob(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::GetJob, request);
 }
 
 absl::StatusOr<v1::ListJobsResponse> CoordinatorClient::ListJobs(
     const std::vector<v1::JobState>& states) {
   v1::ListJobsRequest request;
   for (v1::JobState s : states) request.add_states(s);
-  v1::ListJobsResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(stub_->ListJobs(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::ListJobs, request);
 }
 
 absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
@@ -107,42 +97,21 @@ absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
   v1::CancelJobRequest request;
   request.set_job_id(job_id);
   request.set_reason(reason);
-  v1::Job response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(stub_->CancelJob(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::CancelJob, request);
 }
 
 absl::Status CoordinatorClient::DeleteJob(const std::string& job_id) {
   v1::DeleteJobRequest request;
   request.set_job_id(job_id);
-  v1::DeleteJobResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  return FromGrpcStatus(stub_->DeleteJob(&context, request, &response));
+  return Unary(&v1::Jobs::Stub::DeleteJob, request).status();
 }
 
 absl::StatusOr<v1::ListWorkersResponse> CoordinatorClient::ListWorkers() {
-  v1::ListWorkersResponse response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status = FromGrpcStatus(
-      stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::ListWorkers, v1::ListWorkersRequest());
 }
 
 absl::StatusOr<v1::ServerInfo> CoordinatorClient::GetServerInfo() {
-  v1::ServerInfo response;
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  absl::Status status = FromGrpcStatus(
-      stub_->GetServerInfo(&context, v1::GetServerInfoRequest(), &response));
-  if (!status.ok()) return status;
-  return response;
+  return Unary(&v1::Jobs::Stub::GetServerInfo, v1::GetServerInfoRequest());
 }
 
 absl::Status CoordinatorClient::AwaitConnection() {
@@ -159,22 +128,17 @@ absl::Status CoordinatorClient::AwaitConnection() {
 absl::Status CoordinatorClient::WatchJob(
     const std::string& job_id, int64_t from_seq,
     const std::function<void(const v1::JobEvent&)>& on_event) {
-  if (absl::Status connected = AwaitConnection(); !connected.ok()) {
-    return connected;
-  }
-  v1::WatchJobRequest request;
-  request.set_job_id(job_id);
-  request.set_from_seq(from_seq);
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
-      stub_->WatchJob(&context, request);
-  v1::JobEvent event;
-  while (reader->Read(&event)) on_event(event);
-  return FromGrpcStatus(reader->Finish());
+  return Watch(job_id, from_seq, /*follow=*/true, on_event);
 }
 
 absl::Status CoordinatorClient::WatchJobSnapshot(
     const std::string& job_id, int64_t from_seq,
+    const std::function<void(const v1::JobEvent&)>& on_event) {
+  return Watch(job_id, from_seq, /*follow=*/false, on_event);
+}
+
+absl::Status CoordinatorClient::Watch(
+    const std::string& job_id, int64_t from_seq, bool follow,
     const std::function<void(const v1::JobEvent&)>& on_event) {
   if (absl::Status connected = AwaitConnection(); !connected.ok()) {
     return connected;
@@ -182,7 +146,7 @@ absl::Status CoordinatorClient::WatchJobSnapshot(
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   request.set_from_seq(from_seq);
-  request.set_follow(false);
+  request.set_follow(follow);
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
       stub_->WatchJob(&context, request);

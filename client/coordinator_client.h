@@ -67,6 +67,15 @@ class CoordinatorClient {
   // OK once the channel is connected (bounded by the RPC timeout).
   absl::Status AwaitConnection();
   void SetDeadline(grpc::ClientContext* context) const;
+  absl::Status Watch(const std::string& job_id, int64_t from_seq, bool follow,
+                     const std::function<void(const v1::JobEvent&)>& on_event);
+  // One unary Jobs call with the client's deadline: its response, or its
+  // status as an absl::Status.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Unary(
+      grpc::Status (v1::Jobs::Stub::*method)(grpc::ClientContext*,
+                                             const Request&, Response*),
+      const Request& request);
 
   std::string address_;
   absl::Duration rpc_timeout_;
