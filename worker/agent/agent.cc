@@ -313,16 +313,13 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   const RankId id{a.job_id(), a.generation(), a.rank()};
   const int threads = ThreadsPerRank(a);
   v1::RankLaunch request;
-  for (const std::string& arg :
-       {std::string("--coordinator"), options_.coordinator,
-        std::string("--job"), a.job_id(), std::string("--generation"),
-        absl::StrCat(a.generation()), std::string("--rank"),
-        absl::StrCat(a.rank()), std::string("--world-size"),
-        absl::StrCat(a.world_size()), std::string("--local-rank"),
-        absl::StrCat(a.local_rank()), std::string("--collective-host"),
-        options_.collective_host}) {
-    request.add_args(arg);
-  }
+  request.set_coordinator(options_.coordinator);
+  request.set_job_id(a.job_id());
+  request.set_generation(a.generation());
+  request.set_rank(a.rank());
+  request.set_world_size(a.world_size());
+  request.set_local_rank(a.local_rank());
+  request.set_collective_host(options_.collective_host);
   *request.mutable_spec() = a.spec();
   *request.mutable_resume() = a.resume();
   request.set_threads(threads);

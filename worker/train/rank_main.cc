@@ -145,26 +145,22 @@ absl::StatusOr<v1::RankLaunch> ReadLaunch() {
 }
 
 int RunRank(const v1::RankLaunch& launch) {
-  RankArgs args;
-  int local_rank = 0;
-  CLI::App app{"one rank of a trainctl job (started by trainctl-worker)"};
-  app.add_option("--coordinator", args.coordinator)->required();
-  app.add_option("--job", args.job_id)->required();
-  app.add_option("--generation", args.generation)->required();
-  app.add_option("--rank", args.rank)->required();
-  app.add_option("--world-size", args.world_size)->required();
-  app.add_option("--local-rank", local_rank);
-  app.add_option("--collective-host", args.collective_host);
-  app.add_option("--rendezvous-timeout-ms", args.rendezvous_timeout_ms);
-  std::vector<std::string> storage{"trainctl-worker rank"};
-  storage.insert(storage.end(), launch.args().begin(), launch.args().end());
-  std::vector<char*> argv;
-  for (auto& a : storage) argv.push_back(a.data());
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "rank: bad launch arguments: " << e.what() << std::endl;
+  if (launch.job_id().empty() || launch.coordinator().empty() ||
+      launch.world_size() < 1 || launch.rank() < 0 ||
+      launch.rank() >= launch.world_size()) {
+    std::cerr << "rank: bad launch: job '" << launch.job_id() << "', rank "
+              << launch.rank() << " of " << launch.world_size()
+              << ", coordinator '" << launch.coordinator() << "'" << std::endl;
     return 2;
+  }
+  RankArgs args;
+  args.coordinator = launch.coordinator();
+  args.job_id = launch.job_id();
+  args.generation = launch.generation();
+  args.rank = launch.rank();
+  args.world_size = launch.world_size();
+  if (!launch.collective_host().empty()) {
+    args.collective_host = launch.collective_host();
   }
   const v1::JobSpec& spec = launch.spec();
   args.threads = std::max(1, launch.threads());
@@ -232,7 +228,7 @@ int RunRank(const v1::RankLaunch& launch) {
   // and a standby rank was forked before its slot was known.
   setenv("CUDA_VISIBLE_DEVICES", launch.cuda_visible_devices().c_str(), 1);
   absl::StatusOr<torch::Device> device =
-      ResolveDevice(spec.training().device(), local_rank);
+      ResolveDevice(spec.training().device(), launch.local_rank());
   if (!device.ok()) {
     std::cerr << device.status().message() << std::endl;
     data.wait();
