@@ -89,7 +89,15 @@ absl::StatusOr<v1::ListJobsResponse> CoordinatorClient::ListJobs(
     const std::vector<v1::JobState>& states) {
   v1::ListJobsRequest request;
   for (v1::JobState s : states) request.add_states(s);
-  return Unary(&v1::Jobs::Stub::ListJobs, request);
+  v1::ListJobsResponse all;
+  do {  // page by page: a long history does not fit one message
+    absl::StatusOr<v1::ListJobsResponse> page =
+        Unary(&v1::Jobs::Stub::ListJobs, request);
+    if (!page.ok()) return page.status();
+    for (v1::Job& job : *page->mutable_jobs()) *all.add_jobs() = std::move(job);
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return all;
 }
 
 absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(

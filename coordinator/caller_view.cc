@@ -2,7 +2,9 @@
 
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace trainctl::coordinator {
 
@@ -11,6 +13,21 @@ std::vector<v1::Job> CallerView::Jobs(
   if (caller_.IsAdmin()) return jobs_.List(states);
   if (!caller_.IsPerson()) return {};
   return jobs_.List(states, &caller_.name);  // copies only theirs
+}
+
+absl::StatusOr<JobManager::Page> CallerView::JobsPage(
+    const std::vector<v1::JobState>& states, const std::string& page_token,
+    size_t max_jobs, size_t max_bytes) const {
+  absl::string_view digits = page_token;
+  int64_t number = 0;
+  if (!page_token.empty() && (!absl::ConsumePrefix(&digits, "job-") ||
+                              !absl::SimpleAtoi(digits, &number) || number < 1)) {
+    return absl::InvalidArgumentError(
+        "page_token: not a job id (pass the next_page_token of the last page)");
+  }
+  if (!caller_.IsPerson()) return JobManager::Page{};
+  return jobs_.ListPage(states, caller_.IsAdmin() ? nullptr : &caller_.name,
+                        page_token, max_jobs, max_bytes);
 }
 
 absl::StatusOr<v1::Job> CallerView::Job(const std::string& job_id,

@@ -23,6 +23,11 @@ class CallerView {
 
   // The caller's jobs in `states` (all states when empty), oldest first.
   std::vector<v1::Job> Jobs(const std::vector<v1::JobState>& states = {}) const;
+  // One page of them (JobManager::ListPage); INVALID_ARGUMENT for a
+  // `page_token` that is not a job id.
+  absl::StatusOr<JobManager::Page> JobsPage(
+      const std::vector<v1::JobState>& states, const std::string& page_token,
+      size_t max_jobs, size_t max_bytes) const;
   // NOT_FOUND for an unknown id; PERMISSION_DENIED naming the owner and
   // `action` ("read", "cancel", ...) for another user's job.
   absl::StatusOr<v1::Job> Job(const std::string& job_id,

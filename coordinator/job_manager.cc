@@ -1,6 +1,7 @@
 #include "coordinator/job_manager.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <set>
 
@@ -171,17 +172,37 @@ absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
 
 std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states,
                                       const std::string* owner) const {
+  return ListPage(states, owner, "", SIZE_MAX, SIZE_MAX).jobs;
+}
+
+JobManager::Page JobManager::ListPage(const std::vector<v1::JobState>& states,
+                                      const std::string* owner,
+                                      const std::string& after_id,
+                                      size_t max_jobs, size_t max_bytes) const {
+  // By number, not position: the page's last job may have been deleted
+  // since (retention) and ids only grow.
+  const int64_t after = after_id.empty() ? 0 : JobNumber(after_id);
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<v1::Job> out;
+  Page page;
+  size_t bytes = 0;
   for (const auto& id : order_) {
     const v1::Job& job = jobs_.at(id);
+    if (JobNumber(id) <= after) continue;
     if (owner != nullptr && job.owner() != *owner) continue;
-    if (states.empty() ||
-        std::find(states.begin(), states.end(), job.state()) != states.end()) {
-      out.push_back(job);
+    if (!states.empty() &&
+        std::find(states.begin(), states.end(), job.state()) == states.end()) {
+      continue;
     }
+    const size_t size = max_bytes == SIZE_MAX ? 0 : job.ByteSizeLong();
+    if (page.jobs.size() >= max_jobs ||
+        (!page.jobs.empty() && bytes + size > max_bytes)) {
+      page.more = true;
+      break;
+    }
+    bytes += size;
+    page.jobs.push_back(job);
   }
-  return out;
+  return page;
 }
 
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,

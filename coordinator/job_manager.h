@@ -90,6 +90,17 @@ class JobManager {
   // With `owner`, only that user's jobs (the others are not copied).
   std::vector<v1::Job> List(const std::vector<v1::JobState>& states,
                             const std::string* owner = nullptr) const;
+  // One page of List: the jobs after `after_id` (a job id, "" = from the
+  // first), up to `max_jobs`, and stopping before the page's serialized
+  // size would pass `max_bytes` (never fewer than one job). `more` says
+  // that jobs follow.
+  struct Page {
+    std::vector<v1::Job> jobs;
+    bool more = false;
+  };
+  Page ListPage(const std::vector<v1::JobState>& states,
+                const std::string* owner, const std::string& after_id,
+                size_t max_jobs, size_t max_bytes) const;
   // NOT_FOUND for an unknown id; FAILED_PRECONDITION when already final.
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id,
                                  const std::string& reason);

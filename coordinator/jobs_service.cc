@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -101,8 +102,17 @@ grpc::Status JobsService::ListJobs(grpc::ServerContext* ctx,
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   std::vector<v1::JobState> states;
   for (int s : req->states()) states.push_back(static_cast<v1::JobState>(s));
-  for (v1::Job& job : CallerView(jobs_, *caller).Jobs(states)) {
-    *resp->add_jobs() = std::move(job);
+  // Bounded well under the CLI's 64 MiB receive limit, whatever the specs.
+  constexpr size_t kMaxPageBytes = 16 << 20;
+  const size_t max_jobs = req->page_size() > 0
+                              ? static_cast<size_t>(req->page_size())
+                              : SIZE_MAX;
+  absl::StatusOr<JobManager::Page> page = CallerView(jobs_, *caller).JobsPage(
+      states, req->page_token(), max_jobs, kMaxPageBytes);
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (v1::Job& job : page->jobs) *resp->add_jobs() = std::move(job);
+  if (page->more && resp->jobs_size() > 0) {
+    resp->set_next_page_token(resp->jobs(resp->jobs_size() - 1).id());
   }
   return grpc::Status::OK;
 }

@@ -34,6 +34,29 @@ TEST_F(CallerViewTest, APersonSeesTheirJobsAnAdminEveryonesAWorkerNone) {
   EXPECT_TRUE(CallerView(jobs_, kAlice).Jobs({v1::JOB_STATE_QUEUED}).empty());
 }
 
+// ListJobs' pages: by count, by bytes (never fewer than one job), after
+// a token that is a job id, and only the caller's jobs.
+TEST_F(CallerViewTest, JobsComePageByPage) {
+  const CallerView root(jobs_, kRoot);
+  JobManager::Page first = *root.JobsPage({}, "", 1, SIZE_MAX);
+  EXPECT_THAT(Ids(first.jobs), ElementsAre("job-1"));
+  EXPECT_TRUE(first.more);
+  JobManager::Page second = *root.JobsPage({}, "job-1", 1, SIZE_MAX);
+  EXPECT_THAT(Ids(second.jobs), ElementsAre("job-2"));
+  EXPECT_FALSE(second.more);
+  JobManager::Page tiny = *root.JobsPage({}, "", 100, /*max_bytes=*/1);
+  EXPECT_THAT(Ids(tiny.jobs), ElementsAre("job-1"));
+  EXPECT_TRUE(tiny.more);
+  EXPECT_THAT(Ids(root.JobsPage({}, "job-7", 100, SIZE_MAX)->jobs),
+              ::testing::IsEmpty());  // a deleted last job: nothing after
+  EXPECT_THAT(Ids(CallerView(jobs_, kAlice).JobsPage({}, "", 1, SIZE_MAX)->jobs),
+              ElementsAre("job-1"));
+  EXPECT_FALSE(CallerView(jobs_, kAlice).JobsPage({}, "", 1, SIZE_MAX)->more);
+  absl::Status bad = root.JobsPage({}, "nope", 1, SIZE_MAX).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("page_token"));
+}
+
 TEST_F(CallerViewTest, AnotherUsersJobIsRefusedNamingTheOwnerAndTheAction) {
   EXPECT_TRUE(CallerView(jobs_, kAlice).Job("job-1", "read").ok());
   absl::Status refused = CallerView(jobs_, kAlice).Job("job-2", "cancel").status();

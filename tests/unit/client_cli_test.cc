@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -50,6 +51,22 @@ class FakeJobs final : public v1::Jobs::Service {
     job->set_id(req->job_id());
     job->set_state(v1::JOB_STATE_RUNNING);
     job->set_total_steps(100);
+    return grpc::Status::OK;
+  }
+  // A job a page, as a coordinator does when they are big: the CLI must
+  // follow next_page_token to the end.
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
+                        v1::ListJobsResponse* resp) override {
+    const std::vector<std::string> ids = {"job-1", "job-2", "job-3"};
+    auto next = ids.begin();
+    if (!req->page_token().empty()) {
+      next = std::find(ids.begin(), ids.end(), req->page_token()) + 1;
+    }
+    if (next == ids.end()) return grpc::Status::OK;
+    v1::Job* job = resp->add_jobs();
+    job->set_id(*next);
+    job->set_state(v1::JOB_STATE_SUCCEEDED);
+    if (next + 1 != ids.end()) resp->set_next_page_token(*next);
     return grpc::Status::OK;
   }
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest* req,
@@ -148,6 +165,11 @@ TEST_F(CliTest, WatchFailedJobExitsOneAndJsonIsOneObjectPerLine) {
     EXPECT_EQ(line.back(), '}');
   }
   EXPECT_EQ(n, 4);
+}
+
+TEST_F(CliTest, ListFollowsEveryPage) {
+  EXPECT_EQ(Run({"list", "--all", "-q"}), 0) << err_;
+  EXPECT_EQ(out_, "job-1\njob-2\njob-3\n");
 }
 
 TEST_F(CliTest, UnknownJobExitsFour) {
