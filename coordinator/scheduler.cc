@@ -1,115 +1,408 @@
 #include "coordinator/scheduler.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/free_slots.h"
 
 namespace trainctl::coordinator {
 
 namespace {
 
+int Fewest(const PendingJob& job) {
+  return job.min_ranks > 0 ? job.min_ranks : job.ranks;
+}
+
 // The world size for `job` from `available` slots: the most up to its ranks,
 // at least its minimum, that divides its batch; 0 when none does.
 int WorldFor(const PendingJob& job, int available) {
-  const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
-  for (int n = std::min(job.ranks, available); n >= fewest; --n) {
+  for (int n = std::min(job.ranks, available); n >= Fewest(job); --n) {
     if (job.batch == 0 || job.batch % n == 0) return n;
   }
   return 0;
 }
 
 std::string Needs(const PendingJob& job, const char* what) {
-  const int fewest = job.min_ranks > 0 ? job.min_ranks : job.ranks;
-  return fewest == job.ranks
+  return Fewest(job) == job.ranks
              ? absl::StrCat("needs ", job.ranks, " ", what)
-             : absl::StrCat("needs ", fewest, " to ", job.ranks, " ", what,
+             : absl::StrCat("needs ", Fewest(job), " to ", job.ranks, " ", what,
                             " (a count that divides the batch of ", job.batch,
                             ")");
 }
 
-// Packs `world` ranks onto the workers with the most free slots of the kind
-// the job takes (GPU slots for a GPU job), ties by name. A CPU job fills a
-// worker's slots without a GPU before those with one.
-Placement Place(const std::string& id, int world, bool gpu,
-                std::vector<WorkerSlots>& free) {
-  const auto room = [gpu](const WorkerSlots& w) {
-    return gpu ? w.free_gpu_slots : w.free_slots;
-  };
-  std::sort(free.begin(), free.end(), [&](const WorkerSlots& a, const WorkerSlots& b) {
-    if (room(a) != room(b)) return room(a) > room(b);
-    return a.name < b.name;
-  });
-  Placement placement{id, {}, {}, gpu};
-  for (auto& w : free) {
-    while (room(w) > 0 && static_cast<int>(placement.rank_workers.size()) < world) {
-      const bool gpu_slot = gpu || w.free_slots <= w.free_gpu_slots;
-      placement.rank_workers.push_back(w.name);
-      placement.on_gpu_slot.push_back(gpu_slot);
-      if (gpu_slot) --w.free_gpu_slots;
-      --w.free_slots;
+// Slots (and GPU slots) in use by a user or a group.
+struct InUse {
+  int slots = 0;
+  int gpus = 0;
+};
+
+// The quotas that apply to one job, and where they stand.
+struct QuotaCheck {
+  std::string never;     // set: the job can never start under its quota
+  std::string over;      // set: it must wait until the owner's jobs end
+  bool borrowing = false;  // beyond a quota that lets it borrow idle slots
+};
+
+class Pass {
+ public:
+  explicit Pass(const SchedulingInput& in) : in_(in), free_(in.workers) {
+    for (const RunningJob& r : in.running) {
+      Charge(r.user, r.slots, r.gpu_slots);
+      if (r.stopping) {
+        coming_ += r.slots;
+        coming_gpu_ += r.gpu_slots;
+      }
     }
   }
-  return placement;
-}
+
+  ScheduleResult Run() {
+    for (size_t i : Order()) {
+      const PendingJob& job = in_.pending[i];
+      result_.order.push_back(job.id);
+      Consider(job);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // Priority, then resuming jobs, then fair share, then submission order.
+  std::vector<size_t> Order() const {
+    std::vector<size_t> order(in_.pending.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<double> usage(order.size(), 0);
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto it = in_.usage.find(in_.pending[i].user);
+      if (it != in_.usage.end()) usage[i] = it->second;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const PendingJob& x = in_.pending[a];
+      const PendingJob& y = in_.pending[b];
+      if (x.priority != y.priority) return x.priority > y.priority;
+      if (x.resuming != y.resuming) return x.resuming;
+      return usage[a] < usage[b];
+    });
+    return order;
+  }
+
+  const std::string* GroupOf(const std::string& user) const {
+    auto it = in_.group_of_user.find(user);
+    return it == in_.group_of_user.end() ? nullptr : &it->second;
+  }
+
+  void Charge(const std::string& user, int slots, int gpus) {
+    InUse& u = user_use_[user];
+    u.slots += slots;
+    u.gpus += gpus;
+    if (const std::string* group = GroupOf(user)) {
+      InUse& g = group_use_[*group];
+      g.slots += slots;
+      g.gpus += gpus;
+    }
+  }
+
+  // One quota against `need` more slots (gpus: they are GPU slots).
+  static void CheckOne(const Quota& q, const InUse& use, int need, bool gpus,
+                       const std::string& whose, QuotaCheck* check) {
+    const auto one = [&](int limit, int used, const char* what) {
+      if (limit < 0 || used + need <= limit) return;
+      if (need > limit && !q.borrow) {
+        check->never = absl::StrCat("can never start: it needs ", need, " ",
+                                    what, " and ", whose, " quota is ", limit);
+      } else if (!q.borrow) {
+        if (check->over.empty()) {
+          check->over = absl::StrCat("over quota: ", whose, " jobs use ", used,
+                                     " of ", limit, " ", what,
+                                     " and it needs ", need);
+        }
+      } else {
+        check->borrowing = true;
+      }
+    };
+    one(q.slots, use.slots, "slots");
+    if (gpus) one(q.gpus, use.gpus, "GPU slots");
+  }
+
+  QuotaCheck CheckQuotas(const PendingJob& job) const {
+    QuotaCheck check;
+    const bool gpus = job.device == "cuda";
+    const InUse none;
+    auto use_of = [&none](const std::map<std::string, InUse>& m,
+                          const std::string& key) -> const InUse& {
+      auto it = m.find(key);
+      return it == m.end() ? none : it->second;
+    };
+    auto user_quota = in_.user_quotas.find(job.user);
+    if (user_quota == in_.user_quotas.end()) user_quota = in_.user_quotas.find("*");
+    if (user_quota != in_.user_quotas.end()) {
+      CheckOne(user_quota->second, use_of(user_use_, job.user), Fewest(job),
+               gpus, absl::StrCat("user ", job.user, "'s"), &check);
+    }
+    if (const std::string* group = GroupOf(job.user)) {
+      auto group_quota = in_.group_quotas.find(*group);
+      if (group_quota != in_.group_quotas.end()) {
+        CheckOne(group_quota->second, use_of(group_use_, *group), Fewest(job),
+                 gpus, absl::StrCat("group ", *group, "'s"), &check);
+      }
+    }
+    return check;
+  }
+
+  void Wait(const PendingJob& job, std::string why) {
+    result_.waiting[job.id] = std::move(why);
+  }
+
+  std::string NoRoom(const PendingJob& job) const {
+    if (job.device == "cuda") {
+      return absl::StrCat(Needs(job, "GPU slots"), "; ", free_.free_gpu(), " of ",
+                          free_.total_gpu(), " registered GPU slots free");
+    }
+    return absl::StrCat(Needs(job, "slots"), "; ", free_.free(), " of ",
+                        free_.total(), " registered slots free");
+  }
+
+  void Consider(const PendingJob& job) {
+    const bool cuda = job.device == "cuda";
+    if (free_.empty()) {
+      return Wait(job, absl::StrCat(Needs(job, cuda ? "GPU slots" : "slots"),
+                                    "; no workers registered"));
+    }
+    const int cluster = cuda ? free_.total_gpu() : free_.total();
+    if (Fewest(job) > cluster) {
+      return Wait(job, absl::StrCat(
+                           Needs(job, cuda ? "GPU slots" : "slots"),
+                           " and the cluster has ", cluster,
+                           " in all; it waits for more workers and holds up no "
+                           "other job",
+                           cuda && cluster == 0
+                               ? " (start workers with --gpus on GPU nodes)"
+                               : ""));
+    }
+    const QuotaCheck quota = CheckQuotas(job);
+    if (!quota.never.empty()) return Wait(job, quota.never);
+    if (!quota.over.empty()) return Wait(job, quota.over);
+    if (!job.not_ready.empty()) {
+      // Its own ranks are stopping: later jobs must not take the slots it
+      // will restart on.
+      if (!reserved_) Reserve(job, job.ranks);
+      return Wait(job, job.not_ready);
+    }
+
+    if (TryStart(job, quota.borrowing)) return;
+    const int free = cuda ? free_.free_gpu() : free_.free();
+    if (!reserved_ && free < Fewest(job)) {
+      if (Claim(job)) return;
+      if (in_.preemption && Preempt(job, quota.borrowing)) return;
+    }
+    if (reserved_) {
+      return Wait(job, absl::StrCat(NoRoom(job),
+                                    free < Fewest(job)
+                                        ? "; after job "
+                                        : "; the free ones are held for job ",
+                                    reserved_for_, ", ahead in the queue"));
+    }
+    Reserve(job, Fewest(job));
+    Wait(job, NoRoom(job));
+  }
+
+  // Starts the job now if it fits, within what a reservation leaves.
+  bool TryStart(const PendingJob& job, bool borrowing) {
+    const int limit = std::numeric_limits<int>::max();
+    const int extra = reserved_ ? extra_ : limit;
+    const bool backfill_ok = !reserved_ || in_.backfill;
+    if (!backfill_ok) return false;
+    for (bool gpu : {true, false}) {
+      if (gpu && job.device == "cpu") continue;
+      if (!gpu && job.device == "cuda") continue;
+      const int world = WorldFor(job, gpu ? free_.free_gpu() : free_.free());
+      if (world == 0) continue;
+      Placement placement = free_.Plan(job.id, world, gpu);
+      int used_of_reserved = world;
+      if (reserved_ && reserved_gpu_) {
+        used_of_reserved = static_cast<int>(std::count(
+            placement.on_gpu_slot.begin(), placement.on_gpu_slot.end(), true));
+      }
+      if (used_of_reserved > extra) continue;
+      if (reserved_) extra_ -= used_of_reserved;
+      placement.borrowing = borrowing;
+      placement.backfilled = reserved_;
+      free_.Take(placement);
+      Charge(job.user, world,
+             static_cast<int>(std::count(placement.on_gpu_slot.begin(),
+                                         placement.on_gpu_slot.end(), true)));
+      result_.placements.push_back(std::move(placement));
+      return true;
+    }
+    return false;
+  }
+
+  // The job fits once slots of stopping jobs come free: it waits for them
+  // and holds the free slots it will need with them.
+  bool Claim(const PendingJob& job) {
+    const bool gpu = job.device == "cuda";
+    int& coming = gpu ? coming_gpu_ : coming_;
+    const int free = gpu ? free_.free_gpu() : free_.free();
+    const int need = Fewest(job);
+    if (coming == 0 || free + coming < need) return false;
+    coming -= need - std::min(free, need);
+    Hold(job, std::min(free, need), gpu);
+    Wait(job, absl::StrCat(NoRoom(job), "; waiting for slots of stopping jobs"));
+    return true;
+  }
+
+  // Takes `count` free slots out of the pass for a job that starts soon.
+  void Hold(const PendingJob& job, int count, bool gpu) {
+    if (count == 0) return;
+    Placement held = free_.Plan(job.id, count, gpu);
+    free_.Take(held);
+  }
+
+  // How many slots of the kind the job needs stopping `victim` frees.
+  static int Frees(const RunningJob& victim, bool gpu) {
+    return gpu ? victim.gpu_slots : victim.slots;
+  }
+
+  bool Preempt(const PendingJob& job, bool job_borrows) {
+    const bool gpu = job.device == "cuda";
+    const int free = gpu ? free_.free_gpu() : free_.free();
+    int& coming = gpu ? coming_gpu_ : coming_;
+    const int need = Fewest(job);
+    const int shortfall = need - free - coming;
+    std::vector<const RunningJob*> candidates;
+    for (const RunningJob& r : in_.running) {
+      if (r.stopping || victims_.count(r.id) || Frees(r, gpu) == 0) continue;
+      if (r.priority < job.priority || (r.borrowing && !job_borrows)) {
+        candidates.push_back(&r);
+      }
+    }
+    // Borrowers first, then the lowest priority, then the largest (fewest jobs).
+    std::sort(candidates.begin(), candidates.end(),
+              [gpu](const RunningJob* a, const RunningJob* b) {
+                if (a->borrowing != b->borrowing) return a->borrowing;
+                if (a->priority != b->priority) return a->priority < b->priority;
+                if (Frees(*a, gpu) != Frees(*b, gpu)) return Frees(*a, gpu) > Frees(*b, gpu);
+                return a->id < b->id;
+              });
+    std::vector<const RunningJob*> chosen;
+    int freed = 0;
+    for (const RunningJob* c : candidates) {
+      if (freed >= shortfall) break;
+      chosen.push_back(c);
+      freed += Frees(*c, gpu);
+    }
+    if (freed < shortfall) return false;
+    // Drop victims not needed after all, the highest-priority ones first.
+    for (size_t i = chosen.size(); i-- > 0;) {
+      if (freed - Frees(*chosen[i], gpu) >= shortfall) {
+        freed -= Frees(*chosen[i], gpu);
+        chosen.erase(chosen.begin() + static_cast<long>(i));
+      }
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      const RunningJob& v = *chosen[i];
+      Preemption p;
+      p.victim = v.id;
+      p.by = job.id;
+      p.grace_ms = v.grace_ms;
+      // The last victim may only need to give up part of its ranks.
+      const int give = (i + 1 == chosen.size())
+                           ? shortfall - (freed - Frees(v, gpu))
+                           : Frees(v, gpu);
+      p.shrink_to = ShrinkTo(v, give, gpu);
+      p.reason = v.priority < job.priority
+                     ? absl::StrCat("preempted by job ", job.id, " (priority ",
+                                    job.priority, " > ", v.priority, ")")
+                     : absl::StrCat("preempted by job ", job.id,
+                                    ": it borrowed slots beyond its quota and ",
+                                    job.id, " is within its own");
+      if (p.shrink_to > 0) {
+        absl::StrAppend(&p.reason, "; shrunk from ", v.slots, " to ",
+                        p.shrink_to, " ranks");
+        coming += v.slots - p.shrink_to;
+      } else {
+        coming += Frees(v, gpu);
+      }
+      victims_.insert(v.id);
+      names.push_back(v.id);
+      result_.preemptions.push_back(std::move(p));
+    }
+    coming -= need - std::min(free, need);
+    Hold(job, std::min(free, need), gpu);
+    Wait(job, absl::StrCat("preempting job", names.size() == 1 ? " " : "s ",
+                           absl::StrJoin(names, ", "),
+                           "; starts once they have checkpointed and stopped"));
+    return true;
+  }
+
+  // Elastic victims go on with fewer ranks when that gives up `give` slots:
+  // the most ranks at or above their minimum that divide the batch.
+  static int ShrinkTo(const RunningJob& v, int give, bool gpu) {
+    if (v.min_ranks <= 0 || (gpu && v.gpu_slots != v.slots)) return 0;
+    for (int n = v.slots - give; n >= v.min_ranks; --n) {
+      if (v.batch == 0 || v.batch % n == 0) return n;
+    }
+    return 0;
+  }
+
+  // EASY backfill: by the running jobs' ETAs, the time enough slots are
+  // free for `job`; what is free then beyond its need is all later jobs may
+  // take now. A job without an ETA (no step reported yet) counts as never
+  // ending: were it to count as ending at the end of time, every pass would
+  // grant the same spare slots again to one more backfilled job, and a
+  // stream of small jobs could hold the reserved one back for ever.
+  void Reserve(const PendingJob& job, int need) {
+    reserved_ = true;
+    reserved_for_ = job.id;
+    reserved_gpu_ = job.device == "cuda";
+    std::vector<const RunningJob*> ending;
+    for (const RunningJob& r : in_.running) {
+      if (!r.stopping && !victims_.count(r.id) && r.eta_unix_ms >= 0) {
+        ending.push_back(&r);
+      }
+    }
+    std::sort(ending.begin(), ending.end(), [](const RunningJob* a, const RunningJob* b) {
+      return a->eta_unix_ms < b->eta_unix_ms;
+    });
+    int free_then = (reserved_gpu_ ? free_.free_gpu() + coming_gpu_
+                                   : free_.free() + coming_);
+    size_t i = 0;
+    while (free_then < need && i < ending.size()) {
+      free_then += Frees(*ending[i++], reserved_gpu_);
+    }
+    // Jobs ending at the same time as the last one needed free slots too.
+    while (i < ending.size() && i > 0 &&
+           ending[i]->eta_unix_ms == ending[i - 1]->eta_unix_ms) {
+      free_then += Frees(*ending[i++], reserved_gpu_);
+    }
+    extra_ = std::max(0, free_then - need);
+  }
+
+  const SchedulingInput& in_;
+  FreeSlots free_;
+  ScheduleResult result_;
+  std::map<std::string, InUse> user_use_;
+  std::map<std::string, InUse> group_use_;
+  int coming_ = 0, coming_gpu_ = 0;  // slots of stopping jobs not yet claimed
+  std::set<std::string> victims_;
+  bool reserved_ = false;
+  bool reserved_gpu_ = false;
+  std::string reserved_for_;
+  int extra_ = 0;  // slots a later job may take without delaying it
+};
 
 }  // namespace
 
-ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
-                        const std::vector<WorkerSlots>& workers) {
-  ScheduleResult result;
-  std::vector<WorkerSlots> free = workers;
-  int total = 0;
-  int total_gpu = 0;
-  for (const auto& w : free) {
-    total += w.total_slots;
-    total_gpu += w.total_gpu_slots;
-  }
+ScheduleResult Schedule(const SchedulingInput& input) { return Pass(input).Run(); }
 
-  std::string blocked_by;
-  for (const PendingJob& job : fifo) {
-    if (!blocked_by.empty()) {
-      result.waiting[job.id] =
-          absl::StrCat("waiting behind job ", blocked_by, " (queued earlier)");
-      continue;
-    }
-    if (!job.not_ready.empty()) {
-      result.waiting[job.id] = job.not_ready;
-      blocked_by = job.id;
-      continue;
-    }
-    int available = 0;
-    int available_gpu = 0;
-    for (const auto& w : free) {
-      available += w.free_slots;
-      available_gpu += w.free_gpu_slots;
-    }
-    const int gpu_world = job.device == "cpu" ? 0 : WorldFor(job, available_gpu);
-    if (gpu_world > 0) {
-      result.placements.push_back(Place(job.id, gpu_world, /*gpu=*/true, free));
-      continue;
-    }
-    const int cpu_world = job.device == "cuda" ? 0 : WorldFor(job, available);
-    if (cpu_world > 0) {
-      result.placements.push_back(Place(job.id, cpu_world, /*gpu=*/false, free));
-      continue;
-    }
-    if (free.empty()) {
-      result.waiting[job.id] =
-          absl::StrCat(Needs(job, job.device == "cuda" ? "GPU slots" : "slots"),
-                       "; no workers registered");
-    } else if (job.device == "cuda") {
-      result.waiting[job.id] = absl::StrCat(
-          Needs(job, "GPU slots"), "; ", available_gpu, " of ", total_gpu,
-          " registered GPU slots free",
-          total_gpu == 0 ? " (start workers with --gpus on GPU nodes)" : "");
-    } else {
-      result.waiting[job.id] = absl::StrCat(Needs(job, "slots"), "; ", available,
-                                            " of ", total, " registered slots free");
-    }
-    blocked_by = job.id;
-  }
-  return result;
+ScheduleResult Schedule(const std::vector<PendingJob>& pending,
+                        const std::vector<WorkerSlots>& workers) {
+  SchedulingInput input;
+  input.pending = pending;
+  input.workers = workers;
+  return Schedule(input);
 }
 
 std::string DescribePlacement(const std::vector<std::string>& rank_workers) {

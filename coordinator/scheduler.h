@@ -1,20 +1,42 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace trainctl::coordinator {
 
-// Gang scheduling as a pure function of the queue and the free slots.
+// Gang scheduling as a pure function of the queue, the running jobs, the
+// free slots, the users' recent usage and the quotas.
 //
-// Jobs are served strictly first in, first out: when the oldest job does not
-// fit, younger jobs wait behind it, so a large job is never starved by a
-// stream of small ones. A job starts only when all of its ranks fit at once.
-// Ranks are packed onto the workers with the most free slots first (ties by
-// name), so ranks of a job share as few nodes as possible and the ranks on
-// one node are consecutive. A job restarting after a failure may take fewer
-// ranks (down to min_ranks): the most that fit and divide its global batch.
+// Order. Pending jobs are considered by priority (higher first), then a job
+// resuming after a restart or a preemption before a fresh one, then fair
+// share (the user with the least recent usage, in slot-hours decayed by
+// the caller, first), then submission order.
+//
+// Gangs. A job starts only when all of its ranks fit at once. Ranks are
+// packed onto the workers with the most free slots first (ties by name), so
+// ranks of a job share as few nodes as possible and the ranks on one node
+// are consecutive. A job restarting may take fewer ranks (down to
+// min_ranks): the most that fit and divide its global batch.
+//
+// No head-of-line blocking. A job that can never fit (more ranks than the
+// cluster has slots of its kind, or than a quota that does not borrow
+// allows) and a job held by its quota wait with the reason and block no
+// one. The first job that fits the cluster but not its free slots holds a
+// reservation (EASY backfill): a later job may start now only on slots the
+// reserved job will not need when, by the running jobs' ETAs, enough slots
+// are free for it, so starting it cannot delay the reserved one.
+//
+// Preemption. A job that does not fit now may preempt running jobs of a
+// strictly lower priority, and a job within its quotas may preempt jobs
+// that borrow beyond theirs, whatever their priority. It takes the fewest,
+// lowest: the lowest priority first, and of those the victims that free
+// enough with the fewest jobs; an elastic victim that can go on with fewer
+// ranks is shrunk instead. Slots of jobs already stopping count as coming
+// free, so a pass never preempts twice for the same need. The preemptor
+// then holds the free slots it needs until the victims have stopped.
 //
 // GPUs: some slots of a worker have a GPU of their own. A job on `cuda`
 // runs only on such slots; one on `auto` takes them when all its ranks fit
@@ -27,8 +49,25 @@ struct PendingJob {
   int ranks = 0;          // the world size wanted, and the most it takes
   int min_ranks = 0;      // the fewest it may start with (0: exactly `ranks`)
   int64_t batch = 0;      // the world size must divide it (0: any size)
-  std::string not_ready;  // set: it cannot start yet, and why; blocks the rest
+  std::string not_ready;  // set: it cannot start yet, and why
   std::string device = "cpu";  // training.device: cpu, auto or cuda
+  int priority = 0;       // the value of its priority class
+  std::string user;       // owner ("" without authentication)
+  bool resuming = false;  // restarting or preempted: it ran before
+};
+
+struct RunningJob {
+  std::string id;
+  int priority = 0;
+  std::string user;
+  int slots = 0;
+  int gpu_slots = 0;      // of those, slots with a GPU
+  bool borrowing = false;  // started beyond its user's or group's quota
+  bool stopping = false;  // its ranks are stopping (their slots come free)
+  int min_ranks = 0;      // elastic: the fewest it may go on with (0: not)
+  int64_t batch = 0;      // elastic: the world size must divide it
+  int64_t eta_unix_ms = -1;  // when it should end (-1: unknown)
+  int64_t grace_ms = 0;   // how long it may take to checkpoint when preempted
 };
 
 struct WorkerSlots {
@@ -40,6 +79,28 @@ struct WorkerSlots {
   int total_gpu_slots = 0;
 };
 
+// A limit on the slots (and GPU slots) running at once; -1: none. With
+// `borrow`, a job beyond it may still start on idle slots, and is then
+// preempted first when a job within its quota needs them.
+struct Quota {
+  int slots = -1;
+  int gpus = -1;
+  bool borrow = false;
+};
+
+struct SchedulingInput {
+  std::vector<PendingJob> pending;   // in submission order
+  std::vector<RunningJob> running;
+  std::vector<WorkerSlots> workers;
+  std::map<std::string, double> usage;  // slot-hours by user, decayed
+  std::map<std::string, Quota> user_quotas;   // "*": every user without one
+  std::map<std::string, Quota> group_quotas;  // by group name
+  std::map<std::string, std::string> group_of_user;
+  int64_t now_unix_ms = 0;
+  bool backfill = true;
+  bool preemption = true;
+};
+
 struct Placement {
   std::string job_id;
   std::vector<std::string> rank_workers;  // rank i runs on rank_workers[i]
@@ -47,15 +108,30 @@ struct Placement {
   // ranks use the GPU of theirs (a cpu job may fill GPU slots last).
   std::vector<bool> on_gpu_slot;
   bool gpu = false;
+  bool borrowing = false;  // beyond a quota, on idle slots
+  bool backfilled = false;  // ahead of a reserved job, on slots it will not need
+};
+
+struct Preemption {
+  std::string victim;
+  std::string by;
+  std::string reason;  // "preempted by job X (priority 100 > 0) ..."
+  int64_t grace_ms = 0;
+  int shrink_to = 0;  // elastic: go on with this many ranks (0: stop)
 };
 
 struct ScheduleResult {
   std::vector<Placement> placements;
+  std::vector<Preemption> preemptions;
   // For each job left waiting: why, in words a person can act on.
   std::map<std::string, std::string> waiting;
+  // Every pending job id, in the order the pass considered them.
+  std::vector<std::string> order;
 };
 
-ScheduleResult Schedule(const std::vector<PendingJob>& fifo,
+ScheduleResult Schedule(const SchedulingInput& input);
+// The queue alone: one priority, no quotas, nothing running.
+ScheduleResult Schedule(const std::vector<PendingJob>& pending,
                         const std::vector<WorkerSlots>& workers);
 
 // A placement in words: "ranks 0-1 on node-a, 2 on node-b".

@@ -146,7 +146,7 @@ TEST_F(ClusterTest, JobNeedingMoreSlotsStaysQueuedAndSaysWhy) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
   CliResult status = cluster_->Cli({"status", id});
   EXPECT_THAT(status.output,
-              HasSubstr("needs 4 slots; 2 of 2 registered slots free"));
+              HasSubstr("needs 4 slots and the cluster has 2 in all"));
   EXPECT_EQ(cluster_->Cli({"cancel", id}).exit_code, 0);
   EXPECT_EQ(cluster_->GetJob(id).state(), v1::JOB_STATE_CANCELLED);
 }

@@ -73,7 +73,8 @@ TEST(CoordinatorRestartTest, Kill9KeepsEveryJobAndWorkersReturn) {
   // The agents reconnect with their own backoff (at most 5 s apart).
   EXPECT_TRUE(cluster.WaitForWorkers(2, seconds(30)));
   EXPECT_EQ(cluster.GetJob(queued.id()).pending_reason(),
-            "needs 4 slots; 2 of 2 registered slots free");
+            "needs 4 slots and the cluster has 2 in all; it waits for more "
+            "workers and holds up no other job");
 }
 
 TEST(CoordinatorRestartTest, UnreadableStateRefusesToStart) {

@@ -69,7 +69,8 @@ TEST(GpuSlotsTest, CudaJobGoesToTheGpuSlotsAndFailsClearlyWithoutAGpu) {
       seconds(30));
   EXPECT_EQ(waiting.state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(waiting.pending_reason(),
-            "needs 3 GPU slots; 2 of 2 registered GPU slots free");
+            "needs 3 GPU slots and the cluster has 2 in all; it waits for "
+            "more workers and holds up no other job");
   EXPECT_EQ(cluster.Cli({"cancel", wide.id()}).exit_code, 0);
 }
 

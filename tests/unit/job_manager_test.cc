@@ -30,7 +30,9 @@ TEST_F(JobManagerTest, QueuedJobSaysWhatItWaitsFor) {
   AddWorker("w2", 1);
   v1::Job job = *jobs_.Submit(Spec(4), false);
   EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
-  EXPECT_EQ(job.pending_reason(), "needs 4 slots; 2 of 2 registered slots free");
+  EXPECT_EQ(job.pending_reason(),
+            "needs 4 slots and the cluster has 2 in all; it waits for more "
+            "workers and holds up no other job");
 }
 
 TEST_F(JobManagerTest, RunsWhenWorkersArriveAndSucceedsWhenAllRanksExitZero) {
@@ -354,7 +356,8 @@ TEST_F(JobManagerTest, RecoveryRequeuesAwaitsRunningKeepsFinalContinuesIds) {
   EXPECT_EQ(restarting.pending_reason(),
             "needs 1 slots; 0 of 2 registered slots free");
   EXPECT_EQ(restarted.Get(narrow.id())->pending_reason(),
-            "waiting behind job " + running.id() + " (queued earlier)");
+            "needs 1 slots; 0 of 2 registered slots free; after job " +
+                running.id() + ", ahead in the queue");
   EXPECT_EQ(store_.LoadAll()->jobs[1].job.state(),
             v1::JOB_STATE_RESTARTING);
 

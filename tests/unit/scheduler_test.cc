@@ -24,9 +24,9 @@ TEST(SchedulerTest, TiesBreakByName) {
 }
 
 TEST(SchedulerTest, GangOnlyWhenAllRanksFitAndSaysWhy) {
-  ScheduleResult r = Schedule({{"big", 4}}, Workers{{"w1", 1, 1}, {"w2", 1, 1}});
+  ScheduleResult r = Schedule({{"big", 4}}, Workers{{"w1", 1, 2}, {"w2", 1, 2}});
   EXPECT_TRUE(r.placements.empty());
-  EXPECT_EQ(r.waiting.at("big"), "needs 4 slots; 2 of 2 registered slots free");
+  EXPECT_EQ(r.waiting.at("big"), "needs 4 slots; 2 of 4 registered slots free");
 }
 
 TEST(SchedulerTest, CountsOnlyFreeSlots) {
@@ -40,14 +40,15 @@ TEST(SchedulerTest, NoWorkers) {
   EXPECT_EQ(r.waiting.at("j"), "needs 1 slots; no workers registered");
 }
 
-TEST(SchedulerTest, StrictFifoYoungerJobsWaitBehindTheHead) {
+TEST(SchedulerTest, AJobThatCanNeverFitBlocksNoOne) {
   ScheduleResult r = Schedule({{"first", 1}, {"big", 3}, {"small", 1}},
                               Workers{{"w1", 2, 2}});
-  ASSERT_EQ(r.placements.size(), 1u);
+  ASSERT_EQ(r.placements.size(), 2u);
   EXPECT_EQ(r.placements[0].job_id, "first");
-  EXPECT_EQ(r.waiting.at("big"), "needs 3 slots; 1 of 2 registered slots free");
-  EXPECT_EQ(r.waiting.at("small"),
-            "waiting behind job big (queued earlier)");
+  EXPECT_EQ(r.placements[1].job_id, "small");
+  EXPECT_FALSE(r.placements[1].backfilled);
+  EXPECT_EQ(r.waiting.at("big"),
+            "needs 3 slots and the cluster has 2 in all; it waits for more workers and holds up no other job");
 }
 
 TEST(SchedulerTest, PlacesSeveralJobsInOrderWhileSlotsLast) {
@@ -79,13 +80,24 @@ TEST(SchedulerTest, RestartTakesTheMostRanksThatFitAndDivideTheBatch) {
             "registered slots free");
 }
 
-TEST(SchedulerTest, ANotReadyJobWaitsAndBlocksTheQueue) {
+TEST(SchedulerTest, ANotReadyJobKeepsTheSlotsItRestartsOn) {
+  // r restarts on up to 2 ranks; nothing else runs, so both free slots
+  // are its own once its stopping rank is gone: q may not take them.
   ScheduleResult r = Schedule(
-      {{"r", 1, 1, 8, "waiting for 1 rank of generation 1 to stop"}, {"q", 1}},
+      {{"r", 2, 1, 8, "waiting for 1 rank of generation 1 to stop"}, {"q", 1}},
       Workers{{"w1", 2, 2}});
   EXPECT_TRUE(r.placements.empty());
   EXPECT_EQ(r.waiting.at("r"), "waiting for 1 rank of generation 1 to stop");
-  EXPECT_EQ(r.waiting.at("q"), "waiting behind job r (queued earlier)");
+  EXPECT_EQ(r.waiting.at("q"),
+            "needs 1 slots; 2 of 2 registered slots free; the free ones are "
+            "held for job r, ahead in the queue");
+  // With a third slot the reservation leaves one over, and q takes it.
+  r = Schedule(
+      {{"r", 2, 1, 8, "waiting for 1 rank of generation 1 to stop"}, {"q", 1}},
+      Workers{{"w1", 3, 3}});
+  ASSERT_EQ(r.placements.size(), 1u);
+  EXPECT_EQ(r.placements[0].job_id, "q");
+  EXPECT_TRUE(r.placements[0].backfilled);
 }
 
 // GPU slots: WorkerSlots{name, free, total, free_gpu, total_gpu}.
@@ -110,11 +122,15 @@ TEST(SchedulerTest, CudaJobWaitsForGpuSlotsAndSaysSo) {
                               Workers{{"gpu-node", 4, 4, 2, 2}});
   EXPECT_TRUE(r.placements.empty());
   EXPECT_EQ(r.waiting.at("g"),
-            "needs 3 GPU slots; 2 of 2 registered GPU slots free");
+            "needs 3 GPU slots and the cluster has 2 in all; it waits for more workers and holds up no other job");
+  r = Schedule({OnDevice("g", 2, "cuda")}, Workers{{"gpu-node", 4, 4, 1, 2}});
+  EXPECT_EQ(r.waiting.at("g"),
+            "needs 2 GPU slots; 1 of 2 registered GPU slots free");
   r = Schedule({OnDevice("g", 1, "cuda")}, Workers{{"cpu-node", 4, 4, 0, 0}});
   EXPECT_EQ(r.waiting.at("g"),
-            "needs 1 GPU slots; 0 of 0 registered GPU slots free (start "
-            "workers with --gpus on GPU nodes)");
+            "needs 1 GPU slots and the cluster has 0 in all; it waits for more "
+            "workers and holds up no other job (start workers with --gpus on "
+            "GPU nodes)");
 }
 
 TEST(SchedulerTest, AutoJobTakesGpusWhenAllRanksFitElseOrdinarySlots) {
