@@ -326,7 +326,13 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
   std::vector<PendingJob> fifo;
   for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
   if (fifo.empty()) return;
-  ScheduleResult result = Schedule(fifo, registry_.FreeSlots());
+  SchedulingInput input;
+  input.pending = std::move(fifo);
+  input.running = RunningLocked();
+  input.workers = registry_.FreeSlots();
+  input.now_unix_ms = clock_.NowUnixMs();
+  // One priority and no quotas yet (issue 17), so nothing preempts.
+  ScheduleResult result = Schedule(input);
   for (const auto& [id, why] : result.waiting) {
     v1::Job& job = jobs_.at(id);
     if (job.pending_reason() != why) {

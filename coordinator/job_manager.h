@@ -227,6 +227,9 @@ class JobManager {
   absl::StatusOr<v1::Checkpoint> FindCheckpoint(const std::string& ref);
   // Scheduler input for a queued or restarting job.
   PendingJob PendingLocked(const v1::Job& job) const;
+  // Scheduler input: the jobs whose ranks hold slots (those of a
+  // restarting job are stopping), with their ETAs.
+  std::vector<RunningJob> RunningLocked() const;
   absl::Status CheckRankOwnerLocked(const std::string& worker,
                                     const std::string& job_id, int generation,
                                     int rank) const;

@@ -99,7 +99,12 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
   self.ranks = job.spec().ranks();
   self.device = job.spec().training().device();
   fifo.push_back(self);
-  const ScheduleResult result = Schedule(fifo, slots);
+  SchedulingInput input;
+  input.pending = std::move(fifo);
+  input.running = RunningLocked();
+  input.workers = slots;
+  input.now_unix_ms = clock_.NowUnixMs();
+  const ScheduleResult result = Schedule(input);
   for (const Placement& placement : result.placements) {
     if (placement.job_id == kDryRunId) {
       plan.set_placement(absl::StrCat(DescribePlacement(placement.rank_workers),

@@ -248,7 +248,9 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   pending.id = job.id();
   pending.ranks = job.spec().ranks();
   pending.device = job.spec().training().device();
+  pending.user = job.owner();
   if (job.state() != v1::JOB_STATE_RESTARTING) return pending;
+  pending.resuming = true;
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
   pending.ranks = std::max(ft.max_workers(), 1);
   pending.min_ranks = std::max(ft.min_workers(), 1);
@@ -266,6 +268,44 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
                                      job.generation(), " to stop");
   }
   return pending;
+}
+
+std::vector<RunningJob> JobManager::RunningLocked() const {
+  const int64_t now = clock_.NowUnixMs();
+  std::vector<RunningJob> running;
+  for (const std::string& id : order_) {
+    const v1::Job& job = jobs_.at(id);
+    if (job.state() != v1::JOB_STATE_RUNNING &&
+        job.state() != v1::JOB_STATE_RESTARTING) {
+      continue;
+    }
+    RunningJob r;
+    for (const v1::RankInfo& rank : job.ranks()) {
+      if (!registry_.Holds(rank.worker(),
+                           {job.id(), job.generation(), rank.rank()})) {
+        continue;
+      }
+      ++r.slots;
+      if (rank.gpu_slot()) ++r.gpu_slots;
+    }
+    if (r.slots == 0) continue;
+    r.id = job.id();
+    r.user = job.owner();
+    r.stopping = job.state() != v1::JOB_STATE_RUNNING;
+    const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
+    if (ft.elastic()) {
+      r.min_ranks = std::max(ft.min_workers(), 1);
+      r.batch = job.spec().training().batch_size();
+    }
+    // The ETA from this generation's pace so far; unknown before a step.
+    const int64_t done = job.latest_train().step() - job.resume_from().step();
+    const int64_t left = job.total_steps() - job.latest_train().step();
+    if (!r.stopping && done > 0 && left >= 0 && job.started_unix_ms() > 0) {
+      r.eta_unix_ms = now + (now - job.started_unix_ms()) * left / done;
+    }
+    running.push_back(std::move(r));
+  }
+  return running;
 }
 
 void JobManager::CheckHangsLocked(Outbox* outbox) {
