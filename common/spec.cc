@@ -23,6 +23,19 @@ constexpr int kMaxWidth = 1 << 16;
 
 using Errors = std::vector<std::string>;
 
+// Empty (the default class) or a plain short word; the coordinator checks
+// that its scheduling config defines it.
+bool IsPriorityClassName(const std::string& name) {
+  if (name.size() > 32) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename Repeated>
 void Assign(Repeated* field, const std::vector<int64_t>& values) {
   field->Clear();
@@ -423,6 +436,11 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
     top.Error("name", "must be 1 to 128 characters");
   }
   spec.set_ranks(top.Int("ranks", 1, 1, kMaxRanks));
+  spec.set_priority(top.String("priority", ""));
+  if (!IsPriorityClassName(spec.priority())) {
+    top.Error("priority", "a priority class name is 1 to 32 of a-z, 0-9, "
+                          "'-' and '_' (trainctl queue shows the classes)");
+  }
   spec.set_seed(top.Int("seed", 0, 0, kMaxInt));
   ReadModel(top, spec.mutable_model(), &errors);
   ReadData(top, spec.mutable_data(), &errors);

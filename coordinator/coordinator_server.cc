@@ -236,11 +236,25 @@ absl::Status CoordinatorServer::RestoreRendezvous() {
   return absl::OkStatus();
 }
 
+absl::Status CoordinatorServer::ReloadScheduling() {
+  if (options_.scheduling_file.empty()) {
+    return absl::FailedPreconditionError(
+        "no --scheduling file to reload: the built-in policy stays");
+  }
+  absl::StatusOr<SchedulingConfig> config =
+      LoadSchedulingConfig(options_.scheduling_file);
+  if (!config.ok()) return config.status();
+  jobs_.SetSchedulingConfig(*std::move(config));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> CoordinatorServer::Start() {
   JobManager::Retention retention;
   retention.max_finished_jobs = options_.keep_finished_jobs;
   retention.max_age_ms = options_.keep_finished_days * 24 * 3600 * 1000;
   jobs_.SetRetention(retention);
+  // Before Recover: the stored jobs' usage decays at its half-life.
+  if (!options_.scheduling_file.empty()) RETURN_IF_ERROR(ReloadScheduling());
   RETURN_IF_ERROR(jobs_.Recover());
   RETURN_IF_ERROR(RestoreRendezvous());
   // Reflection's streams are unauthenticated and each holds a server

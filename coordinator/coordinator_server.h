@@ -56,6 +56,9 @@ struct CoordinatorOptions {
   size_t event_tail_bytes = EventHub::kDefaultTailBytes;
   // gRPC server reflection (for grpcurl); off: it answers without a token.
   bool reflection = false;
+  // Priority classes, quotas and fair share (docs/scheduling.md); empty:
+  // one class, no quotas. Read at Start and by ReloadScheduling.
+  std::string scheduling_file;
 };
 
 // How the coordinator's ports authenticate: the Authenticator, the CA that
@@ -105,6 +108,9 @@ class CoordinatorServer {
   // With options.http_listen the HTTP port starts too; failing to bind it
   // fails Start (an operator who asked for metrics wants to know).
   absl::StatusOr<int> Start();
+  // Reads scheduling_file again (SIGHUP) and puts it in force; on an error
+  // (returned, naming the file and field) the policy in force stays.
+  absl::Status ReloadScheduling();
   // The bound HTTP port after Start(); 0 when none is served.
   int http_port() const { return http_port_; }
   // Stops accepting calls, ends every stream and wait, and joins threads.

@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/spec.h"
+#include "common/status_macros.h"
 #include "coordinator/job_state.h"
 #include "coordinator/resume_check.h"
 #include "coordinator/scheduler.h"
@@ -63,6 +64,7 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
                                            const std::string& owner) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
   if (!spec.ok()) return spec.status();
+  RETURN_IF_ERROR(ResolvePriority(&*spec, owner));
   v1::Job job;
   job.set_owner(owner);
   *job.mutable_spec() = *std::move(spec);
@@ -83,7 +85,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     *job.mutable_resume_from() = *std::move(from);
   }
   if (dry_run) {
-    absl::StatusOr<v1::SubmitJobResponse> dry = DryRun(spec_text, resume_from);
+    absl::StatusOr<v1::SubmitJobResponse> dry =
+        DryRun(spec_text, resume_from, owner);
     if (!dry.ok()) return dry.status();
     return dry->job();
   }
@@ -298,6 +301,12 @@ void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
     return;
   }
   const int64_t now = clock_.NowUnixMs();
+  // Fair share counts the slot time of RUNNING generations.
+  if (job.state() == v1::JOB_STATE_RUNNING && to != v1::JOB_STATE_RUNNING) {
+    ChargeJobLocked(job, now);
+    charged_until_ms_.erase(job.id());
+  }
+  if (to == v1::JOB_STATE_RUNNING) charged_until_ms_[job.id()] = now;
   v1::Transition t;
   t.set_from(job.state());
   t.set_to(to);
@@ -323,23 +332,17 @@ void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
 }
 
 void JobManager::ScheduleLocked(Outbox* outbox) {
+  ChargeUsageLocked(clock_.NowUnixMs());
   std::vector<PendingJob> fifo;
   for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
-  if (fifo.empty()) return;
-  SchedulingInput input;
-  input.pending = std::move(fifo);
-  input.running = RunningLocked();
-  input.workers = registry_.FreeSlots();
-  input.now_unix_ms = clock_.NowUnixMs();
-  // One priority and no quotas yet (issue 17), so nothing preempts.
-  ScheduleResult result = Schedule(input);
-  for (const auto& [id, why] : result.waiting) {
-    v1::Job& job = jobs_.at(id);
-    if (job.pending_reason() != why) {
-      job.set_pending_reason(why);
-      MarkDirtyLocked(id);
-    }
+  if (fifo.empty()) {
+    pass_order_.clear();
+    estimated_start_ms_.clear();
+    wait_kinds_.clear();
+    return;
   }
+  ScheduleResult result = Schedule(InputLocked(std::move(fifo)));
+  RecordPassLocked(result);
   for (const Placement& placement : result.placements) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));
     StartJobLocked(jobs_.at(placement.job_id), placement, outbox);

@@ -20,7 +20,9 @@
 #include "coordinator/report_limiter.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/scheduling_config.h"
 #include "coordinator/store_writer.h"
+#include "coordinator/usage_ledger.h"
 #include "coordinator/worker_registry.h"
 #include "trainctl/v1/jobs.pb.h"
 #include "trainctl/v1/workers.pb.h"
@@ -77,13 +79,15 @@ class JobManager {
   // where it would run or why it would wait behind the queue, and the shard
   // plan. Same errors as Submit; records and reserves nothing.
   absl::StatusOr<v1::SubmitJobResponse> DryRun(
-      const std::string& spec_text, const std::string& resume_from = "");
+      const std::string& spec_text, const std::string& resume_from = "",
+      const std::string& owner = "");
   // DryRun with the sample counts and shard plan from a connected worker,
   // which checks the spec's data where it lives (job_manager_probe.cc):
   // blocks up to ~12 s for its answer; without one the plan's data_note
   // says why the counts are unknown. Same errors as DryRun.
   absl::StatusOr<v1::SubmitJobResponse> DryRunOnWorker(
-      const std::string& spec_text, const std::string& resume_from = "");
+      const std::string& spec_text, const std::string& resume_from = "",
+      const std::string& owner = "");
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.
@@ -116,6 +120,18 @@ class JobManager {
     int64_t max_age_ms = int64_t{90} * 24 * 3600 * 1000;
   };
   void SetRetention(const Retention& retention);
+
+  // --- sharing the cluster (job_manager_queue.cc) ---
+  // Replaces the priority classes, quotas and fair-share settings (at
+  // startup and on SIGHUP) and runs a scheduling pass under them. Queued
+  // jobs keep their class name; one whose class is gone counts as the
+  // default class, and its log says so.
+  void SetSchedulingConfig(SchedulingConfig config);
+  SchedulingConfig scheduling_config() const;
+  // The pending jobs in the order the last pass considered them, with the
+  // policy and each user's standing. With `viewer` (a non-admin), the
+  // names of other users' jobs are left out.
+  v1::GetQueueResponse Queue(const std::string* viewer = nullptr) const;
   std::vector<v1::WorkerInfo> Workers() const;
   // The job's checkpoint catalog in step order; NOT_FOUND for an unknown id.
   absl::StatusOr<std::vector<v1::Checkpoint>> Checkpoints(
@@ -182,6 +198,19 @@ class JobManager {
   void TransitionLocked(v1::Job& job, v1::JobState to,
                         const std::string& reason);
   void ScheduleLocked(Outbox* outbox);
+  // The policy's input: `pending` and everything else as it stands.
+  SchedulingInput InputLocked(std::vector<PendingJob> pending);
+  // Puts the job's class in its spec (the default when it names none):
+  // INVALID_ARGUMENT naming `priority` for a class it may not have.
+  absl::Status ResolvePriority(v1::JobSpec* spec, const std::string& owner) const;
+  // Fair share: charges the slot time of running jobs up to now.
+  void ChargeUsageLocked(int64_t now);
+  void ChargeJobLocked(const v1::Job& job, int64_t now);
+  // At Recover: the usage of every job's past generations.
+  void RebuildUsageLocked();
+  // Keeps the pass's order, estimates and reasons; a job's log records a
+  // decision when the kind of what it waits for changes.
+  void RecordPassLocked(const ScheduleResult& result);
   void StartJobLocked(v1::Job& job, const Placement& placement,
                       Outbox* outbox);
   // Tells every agent still holding ranks of the job to kill them.
@@ -299,6 +328,13 @@ class JobManager {
   // first time, says so in the job's log.
   bool WithinBudgetLocked(v1::Job& job, int rank, int64_t log_bytes);
   std::map<std::string, EventBudget> budgets_;  // GUARDED_BY(mu_)
+  // Sharing the cluster, all GUARDED_BY(mu_).
+  SchedulingConfig scheduling_ = DefaultSchedulingConfig();
+  UsageLedger usage_{scheduling_.half_life_hours};
+  std::map<std::string, int64_t> charged_until_ms_;  // RUNNING jobs
+  std::vector<std::string> pass_order_;  // the last pass's pending order
+  std::map<std::string, int64_t> estimated_start_ms_;
+  std::map<std::string, WaitKind> wait_kinds_;
   ReportLimiter log_limiter_{1000, 10'000};    // GUARDED_BY(mu_)
   ReportLimiter metric_limiter_{1000, 10'000};  // GUARDED_BY(mu_)
 };

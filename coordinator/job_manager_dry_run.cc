@@ -58,9 +58,13 @@ void ApplyDataProbeResult(const v1::ProbeDataResult& result,
 }
 
 absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
-    const std::string& spec_text, const std::string& resume_from) {
+    const std::string& spec_text, const std::string& resume_from,
+    const std::string& owner) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
   if (!spec.ok()) return spec.status();
+  if (absl::Status allowed = ResolvePriority(&*spec, owner); !allowed.ok()) {
+    return allowed;
+  }
   v1::SubmitJobResponse response;
   v1::Job& job = *response.mutable_job();
   *job.mutable_spec() = *std::move(spec);
@@ -93,18 +97,17 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
   // same answer a submission would get now.
   std::vector<PendingJob> fifo;
   for (const std::string& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
-  plan.set_jobs_ahead(static_cast<int>(fifo.size()));
   PendingJob self;
   self.id = kDryRunId;
   self.ranks = job.spec().ranks();
   self.device = job.spec().training().device();
+  self.user = owner;
+  self.priority = scheduling_.ValueOf(job.spec().priority());
   fifo.push_back(self);
-  SchedulingInput input;
-  input.pending = std::move(fifo);
-  input.running = RunningLocked();
-  input.workers = slots;
-  input.now_unix_ms = clock_.NowUnixMs();
-  const ScheduleResult result = Schedule(input);
+  const ScheduleResult result = Schedule(InputLocked(std::move(fifo)));
+  for (size_t i = 0; i < result.order.size(); ++i) {
+    if (result.order[i] == kDryRunId) plan.set_jobs_ahead(static_cast<int>(i));
+  }
   for (const Placement& placement : result.placements) {
     if (placement.job_id == kDryRunId) {
       plan.set_placement(absl::StrCat(DescribePlacement(placement.rank_workers),

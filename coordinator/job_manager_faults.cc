@@ -249,6 +249,7 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   pending.ranks = job.spec().ranks();
   pending.device = job.spec().training().device();
   pending.user = job.owner();
+  pending.priority = scheduling_.ValueOf(job.spec().priority());
   if (job.state() != v1::JOB_STATE_RESTARTING) return pending;
   pending.resuming = true;
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
@@ -291,6 +292,7 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
     if (r.slots == 0) continue;
     r.id = job.id();
     r.user = job.owner();
+    r.priority = scheduling_.ValueOf(job.spec().priority());
     r.stopping = job.state() != v1::JOB_STATE_RUNNING;
     const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
     if (ft.elastic()) {

@@ -28,8 +28,10 @@ v1::ProbeDataResult ProbeError(std::string why) {
 }  // namespace
 
 absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRunOnWorker(
-    const std::string& spec_text, const std::string& resume_from) {
-  absl::StatusOr<v1::SubmitJobResponse> dry = DryRun(spec_text, resume_from);
+    const std::string& spec_text, const std::string& resume_from,
+    const std::string& owner) {
+  absl::StatusOr<v1::SubmitJobResponse> dry =
+      DryRun(spec_text, resume_from, owner);
   if (!dry.ok()) return dry;
   std::string id;
   std::shared_ptr<AgentLink> link;

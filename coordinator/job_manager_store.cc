@@ -120,6 +120,7 @@ absl::Status JobManager::Recover() {
       reattach_deadline_ms_[id] = deadline;
       ++interrupted;
     }
+    RebuildUsageLocked();
     ScheduleLocked(&outbox);  // refreshes the pending reasons
     saved = SaveLocked();
   }

@@ -75,7 +75,8 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
   }
   if (req->dry_run()) {
     absl::StatusOr<v1::SubmitJobResponse> dry =
-        jobs_.DryRunOnWorker(req->spec_text(), req->resume_from());
+        jobs_.DryRunOnWorker(req->spec_text(), req->resume_from(),
+                             caller->name);
     if (!dry.ok()) return ToGrpcStatus(dry.status());
     *resp = *std::move(dry);
     return grpc::Status::OK;
@@ -237,6 +238,18 @@ grpc::Status JobsService::ListWorkers(grpc::ServerContext* ctx,
   for (v1::WorkerInfo& w : CallerView(jobs_, *caller).Workers()) {
     *resp->add_workers() = std::move(w);
   }
+  return grpc::Status::OK;
+}
+
+// Everyone sees the whole queue (where their jobs stand needs the jobs
+// ahead) and every user's standing; the names of other users' jobs only
+// admins.
+grpc::Status JobsService::GetQueue(grpc::ServerContext* ctx,
+                                   const v1::GetQueueRequest*,
+                                   v1::GetQueueResponse* resp) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  *resp = jobs_.Queue(caller->IsAdmin() ? nullptr : &caller->name);
   return grpc::Status::OK;
 }
 

@@ -1,6 +1,7 @@
 // trainctl-coordinator: parses flags and runs CoordinatorServer until
 // SIGINT or SIGTERM.
 
+#include <pthread.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "coordinator/auth/cluster_files.h"
 #include "coordinator/auth/worker_enrollment.h"
 #include "coordinator/coordinator_server.h"
+#include "coordinator/scheduling_config.h"
 
 // Set by CMake (cmake/trainctl_build_info.cmake); a build without them says
 // so instead of guessing.
@@ -111,6 +113,27 @@ int RunAddUser(const std::string& state_dir, const std::string& name,
   return 0;
 }
 
+int RunCheckScheduling(const std::string& path) {
+  absl::StatusOr<trainctl::coordinator::SchedulingConfig> config =
+      trainctl::coordinator::LoadSchedulingConfig(path);
+  if (!config.ok()) {
+    fprintf(stderr, "trainctl-coordinator check-scheduling: %s\n",
+            std::string(config.status().message()).c_str());
+    return 1;
+  }
+  std::string classes;
+  for (const auto& c : config->classes) {
+    absl::StrAppend(&classes, classes.empty() ? "" : ", ", c.name, " ", c.value,
+                    c.name == config->default_class ? " (default)" : "");
+  }
+  printf("%s: ok\n  classes: %s\n  %zu user and %zu group quotas, %zu users "
+         "in groups, fair-share half-life %gh, backfill %s\n",
+         path.c_str(), classes.c_str(), config->user_quotas.size(),
+         config->group_quotas.size(), config->group_of_user.size(),
+         config->half_life_hours, config->backfill ? "on" : "off");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +203,11 @@ int main(int argc, char** argv) {
                  "days a finished job is kept (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--scheduling", options.scheduling_file,
+                 "YAML file of priority classes, per-user and per-group "
+                 "quotas and the fair-share half-life (docs/scheduling.md); "
+                 "read again on SIGHUP. Without it: one class, no quotas")
+      ->check(CLI::ExistingFile);
   app.add_flag("--reflection", options.reflection,
                "serve gRPC server reflection (for grpcurl); it answers "
                "without a token");
@@ -213,9 +241,15 @@ int main(int argc, char** argv) {
       "forget-worker", "let worker NAME join again with a new key (a node "
                        "that lost its certificate), then exit");
   forget->add_option("name", forget_name, "the worker's name")->required();
+  std::string check_file;
+  CLI::App* check = app.add_subcommand(
+      "check-scheduling", "check a --scheduling file (before a SIGHUP), print "
+                          "what it defines or every problem, then exit");
+  check->add_option("file", check_file, "the YAML file")->required();
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
   options.torchscript = torchscript_policies.at(torchscript);
+  if (check->parsed()) return RunCheckScheduling(check_file);
   if (init->parsed() || add_user->parsed() || forget->parsed()) {
     if (options.state_dir.empty()) {
       fprintf(stderr, "trainctl-coordinator: --state-dir must not be empty\n");
@@ -245,8 +279,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // Blocked in every thread from here; the main thread waits for them.
-  const sigset_t stop_signals = trainctl::BlockStopSignals();
+  // Blocked in every thread from here; the main thread waits for them
+  // (and for SIGHUP, which reloads the scheduling file).
+  sigset_t stop_signals = trainctl::BlockStopSignals();
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   trainctl::RealClock clock;
   TLOG_INFO << "state database: "
@@ -269,7 +306,14 @@ int main(int argc, char** argv) {
   if (!WritePortFile("--http-port-file", http_port_file, server.http_port())) {
     return 1;
   }
-  const int signal_number = trainctl::WaitForStopSignal(stop_signals);
+  int signal_number = 0;
+  while ((signal_number = trainctl::WaitForStopSignal(stop_signals)) == SIGHUP) {
+    absl::Status reloaded = server.ReloadScheduling();
+    if (!reloaded.ok()) {
+      TLOG_WARNING << "SIGHUP: " << reloaded.message()
+                   << "; the scheduling policy in force stays";
+    }
+  }
   TLOG_INFO << "signal " << signal_number << ": shutting down";
   server.Shutdown();
   return 0;

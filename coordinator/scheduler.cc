@@ -150,8 +150,9 @@ class Pass {
     return check;
   }
 
-  void Wait(const PendingJob& job, std::string why) {
+  void Wait(const PendingJob& job, WaitKind kind, std::string why) {
     result_.waiting[job.id] = std::move(why);
+    result_.wait_kinds[job.id] = kind;
   }
 
   std::string NoRoom(const PendingJob& job) const {
@@ -166,12 +167,14 @@ class Pass {
   void Consider(const PendingJob& job) {
     const bool cuda = job.device == "cuda";
     if (free_.empty()) {
-      return Wait(job, absl::StrCat(Needs(job, cuda ? "GPU slots" : "slots"),
-                                    "; no workers registered"));
+      return Wait(job, WaitKind::kNoWorkers,
+                  absl::StrCat(Needs(job, cuda ? "GPU slots" : "slots"),
+                               "; no workers registered"));
     }
     const int cluster = cuda ? free_.total_gpu() : free_.total();
     if (Fewest(job) > cluster) {
-      return Wait(job, absl::StrCat(
+      return Wait(job, WaitKind::kNeverFits,
+                  absl::StrCat(
                            Needs(job, cuda ? "GPU slots" : "slots"),
                            " and the cluster has ", cluster,
                            " in all; it waits for more workers and holds up no "
@@ -181,13 +184,13 @@ class Pass {
                                : ""));
     }
     const QuotaCheck quota = CheckQuotas(job);
-    if (!quota.never.empty()) return Wait(job, quota.never);
-    if (!quota.over.empty()) return Wait(job, quota.over);
+    if (!quota.never.empty()) return Wait(job, WaitKind::kQuota, quota.never);
+    if (!quota.over.empty()) return Wait(job, WaitKind::kQuota, quota.over);
     if (!job.not_ready.empty()) {
       // Its own ranks are stopping: later jobs must not take the slots it
       // will restart on.
       if (!reserved_) Reserve(job, job.ranks);
-      return Wait(job, job.not_ready);
+      return Wait(job, WaitKind::kNotReady, job.not_ready);
     }
 
     if (TryStart(job, quota.borrowing)) return;
@@ -197,14 +200,15 @@ class Pass {
       if (in_.preemption && Preempt(job, quota.borrowing)) return;
     }
     if (reserved_) {
-      return Wait(job, absl::StrCat(NoRoom(job),
+      return Wait(job, WaitKind::kBehind,
+                  absl::StrCat(NoRoom(job),
                                     free < Fewest(job)
                                         ? "; after job "
                                         : "; the free ones are held for job ",
                                     reserved_for_, ", ahead in the queue"));
     }
     Reserve(job, Fewest(job));
-    Wait(job, NoRoom(job));
+    Wait(job, WaitKind::kReserved, NoRoom(job));
   }
 
   // Starts the job now if it fits, within what a reservation leaves.
@@ -248,7 +252,8 @@ class Pass {
     if (coming == 0 || free + coming < need) return false;
     coming -= need - std::min(free, need);
     Hold(job, std::min(free, need), gpu);
-    Wait(job, absl::StrCat(NoRoom(job), "; waiting for slots of stopping jobs"));
+    Wait(job, WaitKind::kStoppingJobs,
+         absl::StrCat(NoRoom(job), "; waiting for slots of stopping jobs"));
     return true;
   }
 
@@ -331,7 +336,7 @@ class Pass {
     }
     coming -= need - std::min(free, need);
     Hold(job, std::min(free, need), gpu);
-    Wait(job, absl::StrCat("preempting job", names.size() == 1 ? " " : "s ",
+    Wait(job, WaitKind::kPreempting, absl::StrCat("preempting job", names.size() == 1 ? " " : "s ",
                            absl::StrJoin(names, ", "),
                            "; starts once they have checkpointed and stopped"));
     return true;
@@ -378,6 +383,9 @@ class Pass {
       free_then += Frees(*ending[i++], reserved_gpu_);
     }
     extra_ = std::max(0, free_then - need);
+    if (free_then >= need && i > 0) {
+      result_.estimated_start_unix_ms[job.id] = ending[i - 1]->eta_unix_ms;
+    }
   }
 
   const SchedulingInput& in_;

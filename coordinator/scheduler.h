@@ -120,11 +120,28 @@ struct Preemption {
   int shrink_to = 0;  // elastic: go on with this many ranks (0: stop)
 };
 
+// What a waiting job waits for, as a kind: a job's events record a
+// decision when its kind changes, not each time the words do (the job
+// ahead of it changes with every start).
+enum class WaitKind {
+  kNoWorkers,     // no worker registered
+  kNeverFits,     // more ranks than the cluster has slots of its kind
+  kQuota,         // over a quota, or one it can never fit
+  kNotReady,      // its own ranks are still stopping
+  kReserved,      // the first blocked job: holds the reservation
+  kBehind,        // behind the reserved job
+  kStoppingJobs,  // claimed the slots of jobs that are stopping
+  kPreempting,    // preempted jobs to get slots
+};
+
 struct ScheduleResult {
   std::vector<Placement> placements;
   std::vector<Preemption> preemptions;
   // For each job left waiting: why, in words a person can act on.
   std::map<std::string, std::string> waiting;
+  std::map<std::string, WaitKind> wait_kinds;  // the same jobs
+  // The reserved job's start by the running jobs' ETAs, when they are known.
+  std::map<std::string, int64_t> estimated_start_unix_ms;
   // Every pending job id, in the order the pass considered them.
   std::vector<std::string> order;
 };

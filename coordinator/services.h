@@ -74,6 +74,8 @@ class JobsService final : public v1::Jobs::Service {
   grpc::Status GetServerInfo(grpc::ServerContext*,
                              const v1::GetServerInfoRequest* req,
                              v1::ServerInfo* resp) override;
+  grpc::Status GetQueue(grpc::ServerContext*, const v1::GetQueueRequest* req,
+                        v1::GetQueueResponse* resp) override;
 
  private:
   // The job, when the calling person may touch it; `action` ("cancel",

@@ -36,6 +36,17 @@ TEST(SpecTest, FillsDefaults) {
   EXPECT_FALSE(spec->training().eval_per_class());
 }
 
+TEST(SpecTest, PriorityIsAClassNameTheCoordinatorChecks) {
+  EXPECT_EQ(ParseJobSpec(kMinimal)->priority(), "");  // the default class
+  EXPECT_EQ(ParseJobSpec(std::string(kMinimal) + "priority: urgent\n")->priority(),
+            "urgent");
+  absl::StatusOr<v1::JobSpec> bad =
+      ParseJobSpec(std::string(kMinimal) + "priority: \"Top Priority\"\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("priority: a priority class name is 1 to 32 of a-z"));
+}
+
 TEST(SpecTest, AcceptsJson) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(
       R"({"name": "j", "model": {"type": "mlp", "hidden": [8]},

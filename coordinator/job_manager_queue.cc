@@ -1,0 +1,265 @@
+// JobManager's side of sharing the cluster: the scheduling policy it runs
+// under, the users' fair-share usage, the policy's input on each pass, and
+// what each pass decided (the queue view, the decisions in the job's log).
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/job_state.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+const char* WaitKindWords(WaitKind kind) {
+  switch (kind) {
+    case WaitKind::kNoWorkers: return "no workers";
+    case WaitKind::kNeverFits: return "cluster too small";
+    case WaitKind::kQuota: return "quota";
+    case WaitKind::kNotReady: return "own ranks stopping";
+    case WaitKind::kReserved: return "next to start";
+    case WaitKind::kBehind: return "behind another job";
+    case WaitKind::kStoppingJobs: return "slots of stopping jobs";
+    case WaitKind::kPreempting: return "preempting";
+  }
+  return "waiting";
+}
+
+}  // namespace
+
+void JobManager::SetSchedulingConfig(SchedulingConfig config) {
+  Turn turn(*this);
+  const int64_t now = clock_.NowUnixMs();
+  ChargeUsageLocked(now);  // at the old half-life up to now
+  usage_.SetHalfLife(config.half_life_hours, now);
+  const SchedulingConfig old = std::move(scheduling_);
+  scheduling_ = std::move(config);
+  TLOG_INFO << "scheduling policy from " << scheduling_.origin << ": "
+            << scheduling_.classes.size() << " priority classes (default "
+            << scheduling_.default_class << "), "
+            << scheduling_.user_quotas.size() << " user and "
+            << scheduling_.group_quotas.size() << " group quotas, backfill "
+            << (scheduling_.backfill ? "on" : "off");
+  for (const std::string& id : order_) {
+    v1::Job& job = jobs_.at(id);
+    // Only a class this reload removed: not one that was already gone, nor
+    // the empty class of a job stored before classes existed.
+    const std::string& name = job.spec().priority();
+    if (IsFinal(job.state()) || name.empty() ||
+        old.FindClass(name) == nullptr ||
+        scheduling_.FindClass(name) != nullptr) {
+      continue;
+    }
+    RecordNoteLocked(job, 0,
+                     absl::StrCat("[trainctl] scheduler: priority class '",
+                                  job.spec().priority(), "' is no longer in ",
+                                  scheduling_.origin, "; the job counts as '",
+                                  scheduling_.default_class, "'"));
+  }
+  ScheduleLocked(turn.outbox());
+  turn.Save();
+}
+
+SchedulingConfig JobManager::scheduling_config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return scheduling_;
+}
+
+absl::Status JobManager::ResolvePriority(v1::JobSpec* spec,
+                                         const std::string& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<PriorityClass> resolved =
+      scheduling_.Resolve(spec->priority(), owner);
+  if (!resolved.ok()) return resolved.status();
+  spec->set_priority(resolved->name);
+  return absl::OkStatus();
+}
+
+SchedulingInput JobManager::InputLocked(std::vector<PendingJob> pending) {
+  SchedulingInput input;
+  input.pending = std::move(pending);
+  input.running = RunningLocked();
+  input.workers = registry_.FreeSlots();
+  input.now_unix_ms = clock_.NowUnixMs();
+  input.usage = usage_.At(input.now_unix_ms);
+  input.user_quotas = scheduling_.user_quotas;
+  input.group_quotas = scheduling_.group_quotas;
+  input.group_of_user = scheduling_.group_of_user;
+  input.backfill = scheduling_.backfill;
+  // The policy can decide preemptions, but nothing carries them out yet
+  // (checkpoint-then-stop, issue 17): a preemptor would hold slots for
+  // victims that never stop.
+  input.preemption = false;
+  return input;
+}
+
+void JobManager::ChargeJobLocked(const v1::Job& job, int64_t now) {
+  auto it = charged_until_ms_.find(job.id());
+  if (it == charged_until_ms_.end()) return;
+  usage_.Charge(job.owner(), job.world_size(), it->second, now, now);
+  it->second = std::max(it->second, now);
+}
+
+void JobManager::ChargeUsageLocked(int64_t now) {
+  for (const auto& [id, since] : charged_until_ms_) {
+    const v1::Job& job = jobs_.at(id);
+    usage_.Charge(job.owner(), job.world_size(), since, now, now);
+  }
+  for (auto& [id, since] : charged_until_ms_) since = std::max(since, now);
+}
+
+void JobManager::RebuildUsageLocked() {
+  const int64_t now = clock_.NowUnixMs();
+  for (const std::string& id : order_) {
+    const v1::Job& job = jobs_.at(id);
+    // Past generations' world sizes are not kept: each counts as the
+    // current one (the spec's ranks for most jobs).
+    const int slots = std::max(job.world_size(), 1);
+    int64_t running_since = -1;
+    for (const v1::Transition& t : job.transitions()) {
+      if (running_since >= 0) {
+        usage_.Charge(job.owner(), slots, running_since, t.time_unix_ms(), now);
+        running_since = -1;
+      }
+      if (t.to() == v1::JOB_STATE_RUNNING) running_since = t.time_unix_ms();
+    }
+    if (running_since >= 0 && job.state() == v1::JOB_STATE_RUNNING) {
+      usage_.Charge(job.owner(), slots, running_since, now, now);
+      charged_until_ms_[id] = now;
+    }
+  }
+}
+
+void JobManager::RecordPassLocked(const ScheduleResult& result) {
+  pass_order_ = result.order;
+  estimated_start_ms_ = result.estimated_start_unix_ms;
+  for (const auto& [id, why] : result.waiting) {
+    v1::Job& job = jobs_.at(id);
+    const bool same_words = job.pending_reason() == why;
+    if (!same_words) {
+      job.set_pending_reason(why);
+      MarkDirtyLocked(id);
+    }
+    const WaitKind kind = result.wait_kinds.at(id);
+    auto seen = wait_kinds_.find(id);
+    if (seen != wait_kinds_.end() && seen->second == kind) continue;
+    wait_kinds_[id] = kind;
+    // After a coordinator restart the kinds are not known, but a reason
+    // that is word for word the stored one was already said.
+    if (seen == wait_kinds_.end() && same_words) continue;
+    RecordNoteLocked(job, 0,
+                     absl::StrCat("[trainctl] scheduler: waits (",
+                                  WaitKindWords(kind), "): ", why));
+  }
+  for (const Placement& placement : result.placements) {
+    wait_kinds_.erase(placement.job_id);
+    if (placement.backfilled || placement.borrowing) {
+      RecordNoteLocked(
+          jobs_.at(placement.job_id), 0,
+          absl::StrCat("[trainctl] scheduler: starts",
+                       placement.backfilled
+                           ? " ahead of a larger job, on slots it will not "
+                             "need before it can start (backfill)"
+                           : "",
+                       placement.borrowing
+                           ? " beyond its quota, on idle slots (borrowed)"
+                           : ""));
+    }
+  }
+  // Jobs that left the queue otherwise (cancelled) need no kind kept.
+  for (auto it = wait_kinds_.begin(); it != wait_kinds_.end();) {
+    it = result.waiting.count(it->first) ? std::next(it) : wait_kinds_.erase(it);
+  }
+}
+
+v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::GetQueueResponse response;
+  const int64_t now = clock_.NowUnixMs();
+  // Usage decayed to now without charging (const): the running jobs'
+  // slot time since the last pass is left for the next one.
+  UsageLedger ledger = usage_;
+  const std::map<std::string, double> usage = ledger.At(now);
+  auto usage_of = [&usage](const std::string& user) {
+    auto it = usage.find(user);
+    return it == usage.end() ? 0.0 : it->second;
+  };
+  int position = 0;
+  std::map<std::string, int> in_use;
+  for (const std::string& id : order_) {
+    const v1::Job& job = jobs_.at(id);
+    if (job.state() == v1::JOB_STATE_RUNNING) in_use[job.owner()] += job.world_size();
+  }
+  for (const std::string& id : pass_order_) {
+    auto found = jobs_.find(id);
+    if (found == jobs_.end()) continue;
+    const v1::Job& job = found->second;
+    if (job.state() != v1::JOB_STATE_QUEUED &&
+        job.state() != v1::JOB_STATE_RESTARTING) {
+      continue;  // started or ended since the pass
+    }
+    v1::QueueEntry* entry = response.add_jobs();
+    entry->set_position(++position);
+    entry->set_job_id(job.id());
+    if (viewer == nullptr || *viewer == job.owner()) {
+      entry->set_name(job.spec().name());
+    }
+    entry->set_owner(job.owner());
+    entry->set_state(job.state());
+    // Jobs stored before classes existed have none: they are the default.
+    entry->set_priority_class(job.spec().priority().empty()
+                                  ? scheduling_.default_class
+                                  : job.spec().priority());
+    entry->set_priority(scheduling_.ValueOf(job.spec().priority()));
+    entry->set_owner_usage_slot_hours(usage_of(job.owner()));
+    entry->set_ranks(job.spec().ranks());
+    entry->set_device(job.spec().training().device());
+    entry->set_reason(job.pending_reason());
+    auto estimate = estimated_start_ms_.find(id);
+    if (estimate != estimated_start_ms_.end()) {
+      entry->set_estimated_start_unix_ms(estimate->second);
+    }
+    entry->set_submitted_unix_ms(job.created_unix_ms());
+    in_use.emplace(job.owner(), 0);
+  }
+  for (const PriorityClass& c : scheduling_.classes) {
+    v1::PriorityClassInfo* info = response.add_classes();
+    info->set_name(c.name);
+    info->set_value(c.value);
+    info->set_is_default(c.name == scheduling_.default_class);
+  }
+  response.set_policy_origin(scheduling_.origin);
+  response.set_half_life_hours(scheduling_.half_life_hours);
+  response.set_backfill(scheduling_.backfill);
+  std::map<std::string, bool> users;
+  for (const auto& [user, slots] : in_use) users[user] = true;
+  for (const auto& [user, hours] : usage) users[user] = true;
+  for (const auto& [user, quota] : scheduling_.user_quotas) users[user] = true;
+  for (const auto& [user, name] : scheduling_.max_class_of_user) users[user] = true;
+  for (const auto& [user, unused] : users) {
+    v1::UserStanding* standing = response.add_users();
+    standing->set_user(user);
+    standing->set_usage_slot_hours(usage_of(user));
+    auto used = in_use.find(user);
+    standing->set_slots_in_use(used == in_use.end() ? 0 : used->second);
+    auto quota = scheduling_.user_quotas.find(user);
+    if (quota == scheduling_.user_quotas.end() && user != "*") {
+      quota = scheduling_.user_quotas.find("*");
+    }
+    const Quota q = quota == scheduling_.user_quotas.end() ? Quota{} : quota->second;
+    standing->set_slot_quota(q.slots);
+    standing->set_gpu_quota(q.gpus);
+    standing->set_borrow(q.borrow);
+    auto group = scheduling_.group_of_user.find(user);
+    if (group != scheduling_.group_of_user.end()) standing->set_group(group->second);
+    auto max = scheduling_.max_class_of_user.find(user);
+    if (max == scheduling_.max_class_of_user.end() && user != "*") {
+      max = scheduling_.max_class_of_user.find("*");
+    }
+    if (max != scheduling_.max_class_of_user.end()) standing->set_max_class(max->second);
+  }
+  return response;
+}
+
+}  // namespace trainctl::coordinator
