@@ -302,6 +302,13 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   CLI::App* workers = app.add_subcommand("workers", "List registered workers");
   workers->footer("\nExample:\n  trainctl workers");
 
+  CLI::App* queue = app.add_subcommand(
+      "queue", "Pending jobs in the order they will start: priority, "
+               "fair-share usage, estimated start, what each waits for");
+  queue->footer("\nExamples:\n  trainctl queue\n  trainctl queue -o json\n"
+                "The classes and quotas are the coordinator's --scheduling "
+                "file (docs/scheduling.md).");
+
   StreamArgs stream_args;
   StreamCommands stream = AddStreamCommands(app, stream_args);
 
@@ -413,6 +420,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (remove->parsed()) return CmdDelete(env, delete_ids);
   if (watch->parsed()) return CmdWatch(env, job_id, watch_plain);
   if (workers->parsed()) return CmdWorkers(env);
+  if (queue->parsed()) return CmdQueue(env);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
 

@@ -122,6 +122,10 @@ absl::StatusOr<v1::ServerInfo> CoordinatorClient::GetServerInfo() {
   return Unary(&v1::Jobs::Stub::GetServerInfo, v1::GetServerInfoRequest());
 }
 
+absl::StatusOr<v1::GetQueueResponse> CoordinatorClient::GetQueue() {
+  return Unary(&v1::Jobs::Stub::GetQueue, v1::GetQueueRequest());
+}
+
 absl::Status CoordinatorClient::AwaitConnection() {
   // A stream call fails at once while the channel is reconnecting, and with
   // TLS the failed call can abort the connection's handshake; so a

@@ -46,6 +46,7 @@ class CoordinatorClient {
   absl::Status DeleteJob(const std::string& job_id);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
+  absl::StatusOr<v1::GetQueueResponse> GetQueue();
   absl::StatusOr<v1::ListCheckpointsResponse> ListCheckpoints(
       const std::string& job_id);
 

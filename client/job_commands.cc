@@ -4,6 +4,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/json_text.h"
+#include "client/queue_render.h"
 #include "client/render.h"
 
 namespace trainctl::client {
@@ -94,6 +95,14 @@ int CmdWorkers(Env& env) {
   if (!response.ok()) return Fail(env, response.status());
   env.out << (env.json ? ToJson(*response, /*pretty=*/true) + "\n"
                        : RenderWorkerTable(*response, env.ctx));
+  return kExitOk;
+}
+
+int CmdQueue(Env& env) {
+  absl::StatusOr<v1::GetQueueResponse> response = env.client->GetQueue();
+  if (!response.ok()) return Fail(env, response.status());
+  env.out << (env.json ? ToJson(*response, /*pretty=*/true) + "\n"
+                       : RenderQueue(*response, env.ctx));
   return kExitOk;
 }
 

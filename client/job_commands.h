@@ -20,5 +20,7 @@ int CmdCancel(Env& env, const std::string& job_id, const std::string& reason);
 int CmdDelete(Env& env, const std::vector<std::string>& job_ids);
 int CmdCheckpoints(Env& env, const std::string& job_id);
 int CmdWorkers(Env& env);
+// The queue with the scheduling policy and each user's standing.
+int CmdQueue(Env& env);
 
 }  // namespace trainctl::client

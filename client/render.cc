@@ -127,6 +127,13 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   out += Field("Job", job.id());
   out += Field("Name", job.spec().name());
   out += Field("State", StateName(job.state()));
+  if (!job.spec().priority().empty()) {
+    const bool pending = job.state() == v1::JOB_STATE_QUEUED ||
+                         job.state() == v1::JOB_STATE_RESTARTING;
+    out += Field("Priority",
+                 absl::StrCat(job.spec().priority(),
+                              pending ? " (trainctl queue shows its place)" : ""));
+  }
   if ((job.state() == v1::JOB_STATE_QUEUED ||
        job.state() == v1::JOB_STATE_RESTARTING) &&
       !job.pending_reason().empty()) {
