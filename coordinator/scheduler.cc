@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,13 +57,26 @@ class Pass {
         coming_gpu_ += r.gpu_slots;
       }
     }
+    FindBorrowers();
   }
 
   ScheduleResult Run() {
+    // Jobs that would borrow wait for a second round, after every job
+    // within its quotas: borrowed slots are the ones nobody else wants.
+    std::vector<size_t> borrowers;
     for (size_t i : Order()) {
       const PendingJob& job = in_.pending[i];
+      const QuotaCheck quota = CheckQuotas(job);
+      if (quota.borrowing && quota.never.empty() && quota.over.empty()) {
+        borrowers.push_back(i);
+        continue;
+      }
       result_.order.push_back(job.id);
       Consider(job);
+    }
+    for (size_t i : borrowers) {
+      result_.order.push_back(in_.pending[i].id);
+      Consider(in_.pending[i]);
     }
     return std::move(result_);
   }
@@ -85,6 +99,52 @@ class Pass {
       return usage[a] < usage[b];
     });
     return order;
+  }
+
+  const Quota* UserQuota(const std::string& user) const {
+    auto it = in_.user_quotas.find(user);
+    if (it == in_.user_quotas.end()) it = in_.user_quotas.find("*");
+    return it == in_.user_quotas.end() ? nullptr : &it->second;
+  }
+
+  const Quota* GroupQuota(const std::string& user) const {
+    const std::string* group = GroupOf(user);
+    if (group == nullptr) return nullptr;
+    auto it = in_.group_quotas.find(*group);
+    return it == in_.group_quotas.end() ? nullptr : &it->second;
+  }
+
+  // The running jobs that take their user or group past a quota: of each
+  // owner's jobs, in the order they started, those from the first one past
+  // it on (a quota lowered by the operator makes borrowers too).
+  void FindBorrowers() {
+    std::vector<const RunningJob*> by_start;
+    for (const RunningJob& r : in_.running) {
+      if (r.borrowing) borrowers_.insert(r.id);
+      if (!r.stopping) by_start.push_back(&r);
+    }
+    std::sort(by_start.begin(), by_start.end(),
+              [](const RunningJob* a, const RunningJob* b) {
+                if (a->started_unix_ms != b->started_unix_ms) {
+                  return a->started_unix_ms < b->started_unix_ms;
+                }
+                return a->id < b->id;
+              });
+    std::map<std::string, InUse> user_use, group_use;
+    const auto past = [](const Quota* q, InUse& use, const RunningJob& r) {
+      if (q == nullptr) return false;
+      use.slots += r.slots;
+      use.gpus += r.gpu_slots;
+      return (q->slots >= 0 && use.slots > q->slots) ||
+             (q->gpus >= 0 && use.gpus > q->gpus);
+    };
+    for (const RunningJob* r : by_start) {
+      const bool user_past = past(UserQuota(r->user), user_use[r->user], *r);
+      const std::string* group = GroupOf(r->user);
+      const bool group_past =
+          group != nullptr && past(GroupQuota(r->user), group_use[*group], *r);
+      if (user_past || group_past) borrowers_.insert(r->id);
+    }
   }
 
   const std::string* GroupOf(const std::string& user) const {
@@ -134,18 +194,13 @@ class Pass {
       auto it = m.find(key);
       return it == m.end() ? none : it->second;
     };
-    auto user_quota = in_.user_quotas.find(job.user);
-    if (user_quota == in_.user_quotas.end()) user_quota = in_.user_quotas.find("*");
-    if (user_quota != in_.user_quotas.end()) {
-      CheckOne(user_quota->second, use_of(user_use_, job.user), Fewest(job),
-               gpus, absl::StrCat("user ", job.user, "'s"), &check);
+    if (const Quota* q = UserQuota(job.user)) {
+      CheckOne(*q, use_of(user_use_, job.user), Fewest(job), gpus,
+               absl::StrCat("user ", job.user, "'s"), &check);
     }
-    if (const std::string* group = GroupOf(job.user)) {
-      auto group_quota = in_.group_quotas.find(*group);
-      if (group_quota != in_.group_quotas.end()) {
-        CheckOne(group_quota->second, use_of(group_use_, *group), Fewest(job),
-                 gpus, absl::StrCat("group ", *group, "'s"), &check);
-      }
+    if (const Quota* q = GroupQuota(job.user)) {
+      CheckOne(*q, use_of(group_use_, *GroupOf(job.user)), Fewest(job), gpus,
+               absl::StrCat("group ", *GroupOf(job.user), "'s"), &check);
     }
     return check;
   }
@@ -264,6 +319,8 @@ class Pass {
     free_.Take(held);
   }
 
+  bool Borrows(const RunningJob& r) const { return borrowers_.count(r.id) != 0; }
+
   // How many slots of the kind the job needs stopping `victim` frees.
   static int Frees(const RunningJob& victim, bool gpu) {
     return gpu ? victim.gpu_slots : victim.slots;
@@ -277,15 +334,18 @@ class Pass {
     const int shortfall = need - free - coming;
     std::vector<const RunningJob*> candidates;
     for (const RunningJob& r : in_.running) {
-      if (r.stopping || victims_.count(r.id) || Frees(r, gpu) == 0) continue;
-      if (r.priority < job.priority || (r.borrowing && !job_borrows)) {
+      if (r.stopping || !r.preemptible || victims_.count(r.id) ||
+          Frees(r, gpu) == 0) {
+        continue;
+      }
+      if (r.priority < job.priority || (Borrows(r) && !job_borrows)) {
         candidates.push_back(&r);
       }
     }
     // Borrowers first, then the lowest priority, then the largest (fewest jobs).
     std::sort(candidates.begin(), candidates.end(),
-              [gpu](const RunningJob* a, const RunningJob* b) {
-                if (a->borrowing != b->borrowing) return a->borrowing;
+              [this, gpu](const RunningJob* a, const RunningJob* b) {
+                if (Borrows(*a) != Borrows(*b)) return Borrows(*a);
                 if (a->priority != b->priority) return a->priority < b->priority;
                 if (Frees(*a, gpu) != Frees(*b, gpu)) return Frees(*a, gpu) > Frees(*b, gpu);
                 return a->id < b->id;
@@ -395,6 +455,7 @@ class Pass {
   std::map<std::string, InUse> group_use_;
   int coming_ = 0, coming_gpu_ = 0;  // slots of stopping jobs not yet claimed
   std::set<std::string> victims_;
+  std::set<std::string> borrowers_;  // running jobs beyond a quota
   bool reserved_ = false;
   bool reserved_gpu_ = false;
   std::string reserved_for_;

@@ -29,9 +29,13 @@ namespace trainctl::coordinator {
 // reserved job will not need when, by the running jobs' ETAs, enough slots
 // are free for it, so starting it cannot delay the reserved one.
 //
+// Borrowing. A job beyond a quota that lets it borrow is considered after
+// every job within its quotas, so it takes only slots no such job wants.
+//
 // Preemption. A job that does not fit now may preempt running jobs of a
 // strictly lower priority, and a job within its quotas may preempt jobs
-// that borrow beyond theirs, whatever their priority. It takes the fewest,
+// that borrow beyond theirs, whatever their priority; a job that writes no
+// checkpoints is never preempted. It takes the fewest,
 // lowest: the lowest priority first, and of those the victims that free
 // enough with the fewest jobs; an elastic victim that can go on with fewer
 // ranks is shrunk instead. Slots of jobs already stopping count as coming
@@ -62,7 +66,14 @@ struct RunningJob {
   std::string user;
   int slots = 0;
   int gpu_slots = 0;      // of those, slots with a GPU
-  bool borrowing = false;  // started beyond its user's or group's quota
+  // Beyond its user's or group's quota. The pass also finds borrowers
+  // itself: of a user's (or group's) jobs, those started last that take
+  // it past its quota.
+  bool borrowing = false;
+  int64_t started_unix_ms = 0;
+  // It can stop without losing work (it writes checkpoints); a job that
+  // cannot is never preempted.
+  bool preemptible = true;
   bool stopping = false;  // its ranks are stopping (their slots come free)
   int min_ranks = 0;      // elastic: the fewest it may go on with (0: not)
   int64_t batch = 0;      // elastic: the world size must divide it

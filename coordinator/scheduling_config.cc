@@ -21,6 +21,7 @@ using Errors = std::vector<std::string>;
 
 constexpr int64_t kMaxSlots = 1 << 20;
 constexpr int kMaxClassValue = 1'000'000;
+constexpr int64_t kMaxGraceSeconds = 24 * 3600;
 constexpr size_t kMaxFileBytes = 4 << 20;  // thousands of users fit in 1 MiB
 
 // Class names appear in specs, tables and events: short, plain words.
@@ -74,16 +75,27 @@ void ReadClasses(const YAML::Node& node, SchedulingConfig* config,
           path, ": a class name is 1 to 32 of a-z, 0-9, '-' and '_'"));
       continue;
     }
-    int value = 0;
-    if (!entry.second.IsScalar() ||
-        !YAML::convert<int>::decode(entry.second, value) ||
-        value < -kMaxClassValue || value > kMaxClassValue) {
+    PriorityClass c;
+    c.name = name;
+    if (entry.second.IsMap()) {
+      // {value: 100, grace_seconds: 300}
+      SpecReader s(entry.second, path, errors);
+      if (!s.Has("value")) s.Error(s.Path("value"), "is required");
+      c.value = static_cast<int>(
+          s.Int("value", 0, -kMaxClassValue, kMaxClassValue));
+      c.grace_ms = 1000 * s.Int("grace_seconds", c.grace_ms / 1000, 0,
+                                kMaxGraceSeconds);
+      s.RejectUnknown();
+    } else if (!entry.second.IsScalar() ||
+               !YAML::convert<int>::decode(entry.second, c.value) ||
+               c.value < -kMaxClassValue || c.value > kMaxClassValue) {
       errors->push_back(absl::StrCat(path, ": must be an integer in [",
                                      -kMaxClassValue, ", ", kMaxClassValue,
-                                     "] (higher starts first)"));
+                                     "] (higher starts first), or {value: N, "
+                                     "grace_seconds: S}"));
       continue;
     }
-    config->classes.push_back({name, value});
+    config->classes.push_back(c);
   }
   std::stable_sort(config->classes.begin(), config->classes.end(),
                    [](const PriorityClass& a, const PriorityClass& b) {
@@ -182,6 +194,12 @@ int SchedulingConfig::ValueOf(const std::string& name) const {
   return c == nullptr ? 0 : c->value;
 }
 
+int64_t SchedulingConfig::GraceOf(const std::string& name) const {
+  const PriorityClass* c = FindClass(name);
+  if (c == nullptr) c = FindClass(default_class);
+  return c == nullptr ? PriorityClass().grace_ms : c->grace_ms;
+}
+
 absl::StatusOr<PriorityClass> SchedulingConfig::Resolve(
     const std::string& requested, const std::string& user) const {
   const std::string name = requested.empty() ? default_class : requested;
@@ -210,7 +228,7 @@ absl::StatusOr<PriorityClass> SchedulingConfig::Resolve(
 
 SchedulingConfig DefaultSchedulingConfig() {
   SchedulingConfig config;
-  config.classes = {{"normal", 0}};
+  config.classes = {PriorityClass{"normal", 0}};
   config.default_class = "normal";
   config.origin = "the built-in default (no --scheduling file)";
   return config;
@@ -257,6 +275,7 @@ absl::StatusOr<SchedulingConfig> ParseSchedulingConfig(
     fair.RejectUnknown();
   }
   config.backfill = top.Bool("backfill", true);
+  config.preemption = top.Bool("preemption", true);
   ReadUsers(top, &config, &errors);
   ReadGroups(top, &config, &errors);
   top.RejectUnknown();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -9,10 +10,13 @@
 
 namespace trainctl::coordinator {
 
-// A named priority: jobs of a higher value are considered first.
+// A named priority: jobs of a higher value are considered first. A running
+// job of the class, when preempted, has grace_ms to checkpoint and stop
+// before its ranks are terminated.
 struct PriorityClass {
   std::string name;
   int value = 0;
+  int64_t grace_ms = 120'000;
 };
 
 // What the operator decides about sharing the cluster (--scheduling FILE,
@@ -30,6 +34,9 @@ struct SchedulingConfig {
   std::map<std::string, Quota> group_quotas;
   double half_life_hours = 24;
   bool backfill = true;
+  // Whether waiting jobs may stop running ones (a higher class, or a job
+  // within its quota taking back borrowed slots).
+  bool preemption = true;
   // Where it came from, for messages: the file, or "the built-in default".
   std::string origin;
 
@@ -38,6 +45,8 @@ struct SchedulingConfig {
   // The value of a job's class now; a class removed by a reload counts as
   // the default class.
   int ValueOf(const std::string& name) const;
+  // The grace period of a job's class now (the default class's when gone).
+  int64_t GraceOf(const std::string& name) const;
   // The class a job of `user` asking for `requested` ("" = the default)
   // gets. INVALID_ARGUMENT naming field `priority` for an unknown class or
   // one above the user's maximum.

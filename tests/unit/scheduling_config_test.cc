@@ -114,12 +114,30 @@ TEST(SchedulingConfigTest, NamesTheFieldOfEveryMistake) {
   EXPECT_THAT(Error("users: {\"*\": {group: vision}}\ngroups: {vision: {}}"),
               HasSubstr("users.*.group: only a named user belongs to a group"));
   EXPECT_THAT(Error("users: {alice: {slot: 2}}"), HasSubstr("users.alice.slot"));
-  EXPECT_THAT(Error("preemption: true"), HasSubstr("preemption"));
+  EXPECT_THAT(Error("preemption: sometimes"), HasSubstr("preemption"));
+  EXPECT_THAT(Error("classes: {low: {value: 0, grace_seconds: -1}}"),
+              HasSubstr("classes.low.grace_seconds: must be in [0, 86400]"));
+  EXPECT_THAT(Error("classes: {low: {grace_seconds: 5}}"),
+              HasSubstr("classes.low.value: is required"));
+  EXPECT_THAT(Error("classes: {low: {value: 0, grace: 5}}"),
+              HasSubstr("classes.low.grace"));
   EXPECT_THAT(Error("fair_share: {half_life_hours: 0}"),
               HasSubstr("fair_share.half_life_hours"));
   EXPECT_THAT(Error("users: {a: {slots: 1}, a: {slots: 2}}"), HasSubstr("users.a"));
   EXPECT_THAT(Error("[1, 2]"), HasSubstr("s.yaml: "));
   EXPECT_THAT(Error("classes: {a: 1"), HasSubstr("s.yaml: not valid YAML"));
+}
+
+TEST(SchedulingConfigTest, AClassMayGiveItsPreemptedJobsAGracePeriod) {
+  const SchedulingConfig config = Parse(
+      "classes: {low: {value: 0, grace_seconds: 600}, high: 10}\n"
+      "default_class: low\npreemption: false\n");
+  EXPECT_EQ(config.GraceOf("low"), 600'000);
+  EXPECT_EQ(config.GraceOf("high"), PriorityClass().grace_ms);  // 2 minutes
+  EXPECT_EQ(config.GraceOf("gone"), 600'000);  // the default class's
+  EXPECT_EQ(config.ValueOf("high"), 10);
+  EXPECT_FALSE(config.preemption);
+  EXPECT_TRUE(Parse("").preemption);
 }
 
 TEST(SchedulingConfigTest, ANonexistentFileIsNotFoundNamingIt) {

@@ -160,6 +160,47 @@ TEST(SchedulingPolicyTest, ABorrowingJobStartsOnIdleSlotsAndIsReclaimedFirst) {
             "stopped");
 }
 
+TEST(SchedulingPolicyTest, BorrowersAreFoundFromTheQuotasInTheOrderJobsStarted) {
+  // alice's quota is 2: of her two running 2-slot jobs, the later one is
+  // beyond it, whatever the caller said, and is the one reclaimed.
+  SchedulingInput in = Cluster(0, 4);
+  in.user_quotas = {{"alice", {2, -1, true}}};
+  RunningJob first = Running("alice-1", 2, 0, "alice");
+  first.started_unix_ms = 100;
+  RunningJob second = Running("alice-2", 2, 0, "alice");
+  second.started_unix_ms = 200;
+  in.running = {second, first};
+  in.pending = {Job("bob-1", 2, 0, "bob")};
+  const ScheduleResult r = Schedule(in);
+  EXPECT_EQ(Victims(r), Ids{"alice-2"});
+}
+
+TEST(SchedulingPolicyTest, AJobWithinItsQuotaGoesBeforeABorrowerWhateverTheOrder) {
+  // The borrower resumes (so it would lead), yet bob's job, within his
+  // quota, takes the free slots: borrowed slots are those nobody wants.
+  SchedulingInput in = Cluster(2, 2);
+  in.user_quotas = {{"alice", {1, -1, true}}, {"bob", {2, -1, false}}};
+  PendingJob alices = Job("alice-1", 2, 0, "alice");
+  alices.resuming = true;
+  in.pending = {alices, Job("bob-1", 2, 0, "bob")};
+  const ScheduleResult r = Schedule(in);
+  EXPECT_EQ(Started(r), Ids{"bob-1"});
+  EXPECT_EQ(r.order, (Ids{"bob-1", "alice-1"}));
+  EXPECT_TRUE(r.preemptions.empty());  // she may not preempt to borrow
+}
+
+TEST(SchedulingPolicyTest, AJobThatCannotCheckpointIsNeverAVictim) {
+  SchedulingInput in = Cluster(0, 4);
+  RunningJob fragile = Running("fragile", 4, 0);
+  fragile.preemptible = false;
+  RunningJob sturdy = Running("sturdy", 2, 5);
+  in.running = {fragile, sturdy};
+  in.workers = {{"w1", 0, 6}};
+  in.pending = {Job("urgent", 2, 100)};
+  const ScheduleResult r = Schedule(in);
+  EXPECT_EQ(Victims(r), Ids{"sturdy"});  // not the lower, larger one
+}
+
 TEST(SchedulingPolicyTest, ABorrowerNeverPreemptsToBorrowMore) {
   SchedulingInput in = Cluster(0, 4);
   in.user_quotas = {{"alice", {1, -1, true}}};
