@@ -244,7 +244,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   std::vector<std::string> states;
   CLI::App* list = app.add_subcommand("list", "List jobs");
   list->add_option("--state", states,
-                   "Only jobs in these states (queued, running, restarting, "
+                   "Only jobs in these states (queued, running, restarting, preempted, "
                    "succeeded, failed, cancelled; comma-separated or "
                    "repeated)")
       ->delimiter(',');

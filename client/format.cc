@@ -60,18 +60,24 @@ std::string RankStateName(v1::RankState state) {
   return trainctl::RankStateName(state);
 }
 
+bool IsWaiting(v1::JobState state) {
+  return state == v1::JOB_STATE_QUEUED || state == v1::JOB_STATE_RESTARTING ||
+         state == v1::JOB_STATE_PREEMPTED;
+}
+
 absl::StatusOr<v1::JobState> ParseStateName(const std::string& name) {
   std::string upper = absl::AsciiStrToUpper(name);
   if (absl::StartsWith(upper, "JOB_STATE_")) upper = upper.substr(10);
   for (v1::JobState s :
        {v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, v1::JOB_STATE_RESTARTING,
-        v1::JOB_STATE_SUCCEEDED,
+        v1::JOB_STATE_PREEMPTED, v1::JOB_STATE_SUCCEEDED,
         v1::JOB_STATE_FAILED, v1::JOB_STATE_CANCELLED}) {
     if (StateName(s) == upper) return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown job state '", name,
-                   "' (known: queued, running, restarting, succeeded, failed, cancelled)"));
+                   "' (known: queued, running, restarting, preempted, succeeded, failed, "
+                   "cancelled)"));
 }
 
 std::string FormatDurationShort(absl::Duration d) {

@@ -35,6 +35,8 @@ bool IsFinalState(v1::JobState state);
 // "QUEUED", "RUNNING", ... ("UNKNOWN" for unspecified/unknown values).
 std::string StateName(v1::JobState state);
 std::string RankStateName(v1::RankState state);
+// Queued, restarting or preempted: in the queue, with a reason it waits.
+bool IsWaiting(v1::JobState state);
 // Accepts "running", "RUNNING" or "JOB_STATE_RUNNING".
 absl::StatusOr<v1::JobState> ParseStateName(const std::string& name);
 

@@ -224,7 +224,7 @@ std::vector<std::string> RenderLiveView(const LiveModel& model,
   std::vector<std::string> lines;
   lines.push_back(HeaderLine(model));
   const v1::JobState state = model.state;
-  if (state == v1::JOB_STATE_QUEUED || state == v1::JOB_STATE_RESTARTING) {
+  if (IsWaiting(state)) {
     const std::string why = model.job.pending_reason().empty()
                                 ? model.state_reason
                                 : model.job.pending_reason();

@@ -46,7 +46,9 @@ std::string RenderQueue(const v1::GetQueueResponse& queue,
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const v1::QueueEntry& e : queue.jobs()) {
-      std::string state = e.state() == v1::JOB_STATE_RESTARTING ? " (restarting)" : "";
+      std::string state = e.state() == v1::JOB_STATE_RESTARTING ? " (restarting)"
+                          : e.state() == v1::JOB_STATE_PREEMPTED ? " (preempted)"
+                                                                 : "";
       rows.push_back(
           {absl::StrCat(e.position()), e.job_id() + state,
            e.name().empty() ? "-" : Truncate(e.name(), 24),

@@ -82,8 +82,7 @@ std::string FormatProgress(const v1::Job& job) {
 }
 
 std::string JobReason(const v1::Job& job) {
-  if ((job.state() == v1::JOB_STATE_QUEUED ||
-       job.state() == v1::JOB_STATE_RESTARTING) &&
+  if (IsWaiting(job.state()) &&
       !job.pending_reason().empty()) {
     return job.pending_reason();
   }
@@ -128,14 +127,12 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   out += Field("Name", job.spec().name());
   out += Field("State", StateName(job.state()));
   if (!job.spec().priority().empty()) {
-    const bool pending = job.state() == v1::JOB_STATE_QUEUED ||
-                         job.state() == v1::JOB_STATE_RESTARTING;
+    const bool pending = IsWaiting(job.state());
     out += Field("Priority",
                  absl::StrCat(job.spec().priority(),
                               pending ? " (trainctl queue shows its place)" : ""));
   }
-  if ((job.state() == v1::JOB_STATE_QUEUED ||
-       job.state() == v1::JOB_STATE_RESTARTING) &&
+  if (IsWaiting(job.state()) &&
       !job.pending_reason().empty()) {
     out += Field("Waiting", job.pending_reason());
   }
@@ -143,7 +140,12 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   out += Field("Generation",
                absl::StrCat(job.generation(), " (", job.world_size(),
                             " ranks), restarts ", job.restarts(), " of ",
-                            job.spec().fault_tolerance().max_restarts()));
+                            job.spec().fault_tolerance().max_restarts(),
+                            job.preemptions() > 0
+                                ? absl::StrCat(", preempted ", job.preemptions(),
+                                               job.preemptions() == 1 ? " time"
+                                                                      : " times")
+                                : ""));
   if (!job.resume_from().path().empty()) {
     out += Field("Resumed from",
                  absl::StrCat(job.resume_from().job_id(), " step ",

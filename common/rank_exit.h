@@ -13,6 +13,11 @@ namespace trainctl {
 // 78 is EX_CONFIG of sysexits.h.
 inline constexpr int kRankExitConfigError = 78;
 
+// The rank was asked to checkpoint and stop (SIGUSR1: the job was
+// preempted), and did: every rank stopped after the same step and rank 0
+// wrote its checkpoint. The job resumes from it. 75 is EX_TEMPFAIL.
+inline constexpr int kRankExitStopped = 75;
+
 // Whether a rank's failure with this code is deterministic (the job's input
 // is at fault) rather than something a restart can cure (a lost peer, a
 // full disk, a crash, memory).

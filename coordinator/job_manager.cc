@@ -42,7 +42,22 @@ int64_t JobNumber(const std::string& id) {
   return number;
 }
 
+// Inserts a job id into ids in id order, which is the store's order, even
+// when a submission whose write finished first took a later id (found from
+// the back: almost always the end).
+template <typename Ids>
+void InsertInIdOrder(Ids& ids, const std::string& id) {
+  const int64_t number = JobNumber(id);
+  auto at = ids.end();
+  while (at != ids.begin() && JobNumber(*std::prev(at)) > number) --at;
+  ids.insert(at, id);
+}
+
 }  // namespace
+
+void JobManager::EnqueueLocked(const std::string& job_id) {
+  InsertInIdOrder(queue_, job_id);
+}
 
 JobManager::JobManager(const Clock& clock, EventHub& events,
                        Rendezvous& rendezvous, JobStore& store,
@@ -142,16 +157,8 @@ absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
     }
     const std::string id = job.id();
     jobs_.emplace(id, std::move(job));
-    // In id order, which is the store's order, even when a submission
-    // whose write finished first took a later id (found from the back:
-    // almost always the end).
-    auto insert_in_id_order = [number, &id](auto& ids) {
-      auto at = ids.end();
-      while (at != ids.begin() && JobNumber(*std::prev(at)) > number) --at;
-      ids.insert(at, id);
-    };
-    insert_in_id_order(order_);
-    insert_in_id_order(queue_);
+    InsertInIdOrder(order_, id);
+    EnqueueLocked(id);
     uncheckpointed_.insert(id);
     events_.Append(id, FirstEvent(jobs_.at(id)));
     events_.Publish(id, 1);  // written above, durably
@@ -347,11 +354,17 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));
     StartJobLocked(jobs_.at(placement.job_id), placement, outbox);
   }
+  for (const Preemption& preemption : result.preemptions) {
+    PreemptLocked(jobs_.at(preemption.victim), preemption.reason,
+                  preemption.grace_ms, outbox);
+  }
 }
 
 void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,
                                 Outbox* outbox) {
   const std::vector<std::string>& workers = placement.rank_workers;
+  // A preempted generation's ranks used its keys until they stopped.
+  if (job.generation() > 0) rendezvous_.EndGeneration(job.id(), job.generation());
   job.set_generation(job.generation() + 1);
   job.clear_ranks();
   job.clear_pending_reason();
@@ -402,7 +415,7 @@ void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,
 }
 
 void JobManager::StopRanksLocked(const v1::Job& job, const std::string& reason,
-                                 Outbox* outbox) {
+                                 Outbox* outbox, int64_t checkpoint_grace_ms) {
   std::set<std::string> notified;
   for (const v1::RankInfo& rank : job.ranks()) {
     if (notified.count(rank.worker())) continue;
@@ -413,6 +426,10 @@ void JobManager::StopRanksLocked(const v1::Job& job, const std::string& reason,
     message.mutable_cancel()->set_job_id(job.id());
     message.mutable_cancel()->set_generation(job.generation());
     message.mutable_cancel()->set_reason(reason);
+    if (checkpoint_grace_ms >= 0) {
+      message.mutable_cancel()->set_checkpoint_first(true);
+      message.mutable_cancel()->set_grace_ms(checkpoint_grace_ms);
+    }
     outbox->push_back({worker->link, std::move(message)});
   }
 }

@@ -213,9 +213,30 @@ class JobManager {
   void RecordPassLocked(const ScheduleResult& result);
   void StartJobLocked(v1::Job& job, const Placement& placement,
                       Outbox* outbox);
-  // Tells every agent still holding ranks of the job to kill them.
+  // Tells every agent still holding ranks of the job to kill them; with a
+  // checkpoint_grace_ms >= 0, to have them checkpoint and stop within it.
   void StopRanksLocked(const v1::Job& job, const std::string& reason,
-                       Outbox* outbox);
+                       Outbox* outbox, int64_t checkpoint_grace_ms = -1);
+  // Into queue_ in id order (submission order among equals).
+  void EnqueueLocked(const std::string& job_id);
+
+  // --- preemption (job_manager_preemption.cc) ---
+  // The running job gives up its slots: its ranks checkpoint and stop
+  // within grace_ms, and it waits as PREEMPTED to resume from that
+  // checkpoint (no restart counted). `why` names who preempted it.
+  void PreemptLocked(v1::Job& job, const std::string& why, int64_t grace_ms,
+                     Outbox* outbox);
+  // A rank's exit that preemption explains: a rank that stopped on a
+  // request not from the scheduler (the job is preempted now), or the last
+  // rank of a preempted generation that finished its last step anyway
+  // (the job succeeds). True when it handled the exit.
+  bool OnStoppedRankLocked(v1::Job& job, const std::string& worker,
+                           const v1::RankStatus& status, Outbox* outbox);
+  // After a coordinator restart: asks the re-adopted ranks of preempted
+  // jobs (`jobs`) on this agent to checkpoint and stop again.
+  void ResumeStoppingLocked(const std::set<std::string>& jobs,
+                            const std::shared_ptr<AgentLink>& link,
+                            Outbox* outbox);
   void EndJobLocked(v1::Job& job, v1::JobState to, const std::string& reason,
                     Outbox* outbox);
   void LoseWorkerLocked(const std::string& worker, const AgentLink* link,

@@ -250,7 +250,8 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   pending.device = job.spec().training().device();
   pending.user = job.owner();
   pending.priority = scheduling_.ValueOf(job.spec().priority());
-  if (job.state() != v1::JOB_STATE_RESTARTING) return pending;
+  const bool preempted = job.state() == v1::JOB_STATE_PREEMPTED;
+  if (job.state() != v1::JOB_STATE_RESTARTING && !preempted) return pending;
   pending.resuming = true;
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
   pending.ranks = std::max(ft.max_workers(), 1);
@@ -264,9 +265,10 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
     }
   }
   if (stopping > 0) {
-    pending.not_ready = absl::StrCat("waiting for ", stopping, " rank",
-                                     stopping == 1 ? "" : "s", " of generation ",
-                                     job.generation(), " to stop");
+    pending.not_ready = absl::StrCat(
+        "waiting for ", stopping, " rank", stopping == 1 ? "" : "s",
+        " of generation ", job.generation(), " to ",
+        preempted ? "checkpoint and stop" : "stop");
   }
   return pending;
 }
@@ -277,7 +279,8 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
   for (const std::string& id : order_) {
     const v1::Job& job = jobs_.at(id);
     if (job.state() != v1::JOB_STATE_RUNNING &&
-        job.state() != v1::JOB_STATE_RESTARTING) {
+        job.state() != v1::JOB_STATE_RESTARTING &&
+        job.state() != v1::JOB_STATE_PREEMPTED) {
       continue;
     }
     RunningJob r;
@@ -294,6 +297,10 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
     r.user = job.owner();
     r.priority = scheduling_.ValueOf(job.spec().priority());
     r.stopping = job.state() != v1::JOB_STATE_RUNNING;
+    r.started_unix_ms = job.started_unix_ms();
+    // Stopped without a checkpoint, it would lose all it trained.
+    r.preemptible = !job.spec().checkpoint().dir().empty();
+    r.grace_ms = scheduling_.GraceOf(job.spec().priority());
     const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
     if (ft.elastic()) {
       r.min_ranks = std::max(ft.min_workers(), 1);
@@ -326,10 +333,14 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
                                      Outbox* outbox) {
   std::set<std::pair<std::string, int>> cancel;   // (job, generation)
   std::set<std::pair<std::string, int>> adopted;  // (job, rank)
+  std::set<std::string> stopping;  // preempted jobs with ranks still running
   for (const v1::RankStatus& status : info.ranks()) {
     v1::Job* job = FindLocked(status.job_id());
+    // A preempted generation's ranks too: they are checkpointing, and
+    // their checkpoint and exit are still to be heard.
     const bool owned = job != nullptr &&
-                       job->state() == v1::JOB_STATE_RUNNING &&
+                       (job->state() == v1::JOB_STATE_RUNNING ||
+                        job->state() == v1::JOB_STATE_PREEMPTED) &&
                        job->generation() == status.generation() &&
                        status.rank() >= 0 &&
                        status.rank() < job->ranks_size() &&
@@ -360,8 +371,10 @@ void JobManager::ReattachRanksLocked(const v1::RegisterRequest& info,
       rank->set_state(v1::RANK_STATE_RUNNING);
       rank->set_pid(status.pid());
       MarkDirtyLocked(job->id());
+      if (job->state() == v1::JOB_STATE_PREEMPTED) stopping.insert(job->id());
     }
   }
+  ResumeStoppingLocked(stopping, link, outbox);
   for (const auto& [job_id, generation] : cancel) {
     v1::CoordinatorMessage m;
     m.mutable_cancel()->set_job_id(job_id);

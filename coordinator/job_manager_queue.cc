@@ -87,10 +87,7 @@ SchedulingInput JobManager::InputLocked(std::vector<PendingJob> pending) {
   input.group_quotas = scheduling_.group_quotas;
   input.group_of_user = scheduling_.group_of_user;
   input.backfill = scheduling_.backfill;
-  // The policy can decide preemptions, but nothing carries them out yet
-  // (checkpoint-then-stop, issue 17): a preemptor would hold slots for
-  // victims that never stop.
-  input.preemption = false;
+  input.preemption = scheduling_.preemption;
   return input;
 }
 
@@ -196,7 +193,8 @@ v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
     if (found == jobs_.end()) continue;
     const v1::Job& job = found->second;
     if (job.state() != v1::JOB_STATE_QUEUED &&
-        job.state() != v1::JOB_STATE_RESTARTING) {
+        job.state() != v1::JOB_STATE_RESTARTING &&
+        job.state() != v1::JOB_STATE_PREEMPTED) {
       continue;  // started or ended since the pass
     }
     v1::QueueEntry* entry = response.add_jobs();

@@ -58,8 +58,10 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
       MarkDirtyLocked(job.id());
     }
     const bool config_error = status.exit_code() == kRankExitConfigError;
-    if (config_error && status.generation() == job.generation() &&
-        !IsFinal(job.state())) {
+    if (!config_error && OnStoppedRankLocked(job, worker, status, &outbox)) {
+      // preemption's own: a stop on request, or a preempted generation
+    } else if (config_error && status.generation() == job.generation() &&
+               !IsFinal(job.state())) {
       // Deterministic: every restart would fail the same way. Also when a
       // peer's exit already turned the generation into a restart.
       EndJobLocked(job, v1::JOB_STATE_FAILED,

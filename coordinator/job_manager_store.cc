@@ -94,7 +94,8 @@ absl::Status JobManager::Recover() {
         ++queued;
       } else if (job_state == v1::JOB_STATE_RUNNING) {
         running.push_back(id);
-      } else if (job_state == v1::JOB_STATE_RESTARTING) {
+      } else if (job_state == v1::JOB_STATE_RESTARTING ||
+                 job_state == v1::JOB_STATE_PREEMPTED) {
         restarting.push_back(id);
       } else {
         ++finished;

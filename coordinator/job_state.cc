@@ -18,7 +18,13 @@ absl::Status CheckTransition(v1::JobState from, v1::JobState to) {
                 to == v1::JOB_STATE_FAILED;
       break;
     case v1::JOB_STATE_RUNNING:
-      allowed = IsFinal(to) || to == v1::JOB_STATE_RESTARTING;
+      allowed = IsFinal(to) || to == v1::JOB_STATE_RESTARTING ||
+                to == v1::JOB_STATE_PREEMPTED;
+      break;
+    case v1::JOB_STATE_PREEMPTED:
+      // SUCCEEDED: every rank finished its last step before the request to
+      // stop reached it.
+      allowed = to == v1::JOB_STATE_RUNNING || IsFinal(to);
       break;
     case v1::JOB_STATE_RESTARTING:
       allowed = to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_CANCELLED ||

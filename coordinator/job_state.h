@@ -11,6 +11,7 @@ namespace trainctl::coordinator {
 //   QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 //   QUEUED -> CANCELLED | FAILED
 //   RUNNING -> RESTARTING -> RUNNING (next generation) | CANCELLED | FAILED
+//   RUNNING -> PREEMPTED -> RUNNING (next generation) | any final state
 // Final states have no way out.
 
 bool IsFinal(v1::JobState state);

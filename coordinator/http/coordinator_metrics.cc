@@ -11,7 +11,8 @@ namespace {
 
 constexpr v1::JobState kStates[] = {
     v1::JOB_STATE_QUEUED,    v1::JOB_STATE_RUNNING, v1::JOB_STATE_RESTARTING,
-    v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,  v1::JOB_STATE_CANCELLED};
+    v1::JOB_STATE_PREEMPTED, v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_FAILED,
+    v1::JOB_STATE_CANCELLED};
 
 // One gauge (or counter) family with one sample per job from `value`; a job
 // for which `value` returns false has no sample.

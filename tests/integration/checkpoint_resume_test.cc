@@ -10,6 +10,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <mutex>
 
 #include "common/spec.h"
@@ -119,6 +121,80 @@ TEST_F(CheckpointResumeTest, ResumedRunEndsWhereTheUninterruptedOneEnds) {
     // Same arithmetic in the same order: identical, not merely close.
     EXPECT_EQ(diff, 0.0);
     EXPECT_EQ(a[0].final_train_loss, b[0].final_train_loss);
+  }
+}
+
+// Rank `asking` is asked to stop from its `nth` read of the request on
+// (the loop reads it once a step, or once per parameter average with
+// local SGD).
+std::function<void(int, RankContext&)> AskToStop(
+    int asking, int nth, const std::function<void(int, RankContext&)>& base) {
+  return [=](int rank, RankContext& ctx) {
+    base(rank, ctx);
+    if (rank == asking) {
+      ctx.stop_requested = [reads = std::make_shared<int>(0), nth] {
+        return ++*reads >= nth;
+      };
+    }
+  };
+}
+
+// Preemption's contract with the loop: one rank asked is enough, every rank
+// stops after the same step, rank 0 checkpoints it, and resuming from that
+// checkpoint ends exactly where the uninterrupted run ends.
+TEST_F(CheckpointResumeTest, AStopRequestEndsEveryRankAfterTheSameStepAndResumesExactly) {
+  const v1::JobSpec spec = MakeSpec(2, "{type: adamw, lr: 0.001}", 12, 1000);
+  const std::vector<TrainResult> whole = Run(spec, "calm");
+  auto named = [this](const std::string& job) {
+    return [this, job](int, RankContext& ctx) {
+      ctx.job_id = job;
+      ctx.on_checkpoint = [this](const v1::Checkpoint& c) {
+        std::lock_guard<std::mutex> lock(mu_);
+        written_.push_back(c);
+      };
+    };
+  };
+  const std::vector<TrainResult> stopped =
+      TrainRanksAsThreads(spec, AskToStop(1, 5, named("stopped")));
+  ASSERT_EQ(stopped.size(), 2u);
+  for (const TrainResult& r : stopped) {
+    EXPECT_TRUE(r.stopped);
+    EXPECT_EQ(r.steps, 5);
+  }
+  const std::vector<TrainResult> resumed =
+      Run(spec, "resumed-after-stop", PathAt("stopped", 5));
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0].first_step, 5);
+  EXPECT_FALSE(resumed[0].stopped);
+  EXPECT_EQ(resumed[0].steps, 12);
+  EXPECT_EQ(MaxAbsDifference(whole[0].parameters, resumed[0].parameters), 0.0);
+  EXPECT_EQ(whole[0].final_train_loss, resumed[0].final_train_loss);
+}
+
+TEST_F(CheckpointResumeTest, WithLocalSgdRanksStopOnlyWhereTheyAverage) {
+  v1::JobSpec spec = MakeSpec(2, "{type: sgd, lr: 0.05}", 12, 1000);
+  spec.mutable_training()->set_local_sgd_steps(4);
+  // Rank 0 asks at the first average (step 4): every rank stops there.
+  const std::vector<TrainResult> stopped =
+      TrainRanksAsThreads(spec, AskToStop(0, 1, [](int, RankContext& ctx) {
+                            ctx.job_id = "local-sgd";
+                          }));
+  ASSERT_EQ(stopped.size(), 2u);
+  for (const TrainResult& r : stopped) {
+    EXPECT_TRUE(r.stopped);
+    EXPECT_EQ(r.steps, 4);
+  }
+}
+
+TEST_F(CheckpointResumeTest, AJobWithoutCheckpointsTrainsOnWhenAskedToStop) {
+  v1::JobSpec spec = MakeSpec(2, "{type: sgd, lr: 0.05}", 6, 1000);
+  spec.mutable_checkpoint()->clear_dir();
+  const std::vector<TrainResult> results =
+      TrainRanksAsThreads(spec, AskToStop(1, 1, [](int, RankContext&) {}));
+  ASSERT_EQ(results.size(), 2u);
+  for (const TrainResult& r : results) {
+    EXPECT_FALSE(r.stopped);
+    EXPECT_EQ(r.steps, 6);
   }
 }
 

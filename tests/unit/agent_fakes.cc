@@ -53,6 +53,10 @@ class FakeRankHandle final : public RankHandle {
     rank_->Terminate();
     exit_thread_ = std::thread([rank = rank_] { rank->Exit(-15); });
   }
+  // Asked only: the test plays the rank's answer (a report, an exit).
+  void CheckpointAndStop(int64_t grace_ms, int64_t /*kill_grace_ms*/) override {
+    if (!rank_->exited()) rank_->CheckpointAndStop(grace_ms);
+  }
   bool exited() const override { return rank_->exited(); }
   pid_t pid() const override { return rank_->pid(); }
 
@@ -259,6 +263,16 @@ absl::Status FakeRank::Activate(const std::string& stdin_bytes,
 void FakeRank::Terminate() {
   std::lock_guard<std::mutex> lock(mu_);
   terminated_ = true;
+}
+
+void FakeRank::CheckpointAndStop(int64_t grace_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_grace_ms_ = grace_ms;
+}
+
+int64_t FakeRank::stop_grace_ms() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_grace_ms_;
 }
 
 RankStarter FakeRanks::Starter() {

@@ -101,11 +101,15 @@ class FakeRank {
   void Vanish();
   bool terminated();
   bool exited();
+  // The grace period it was asked to checkpoint and stop within; -1 when
+  // it was not asked.
+  int64_t stop_grace_ms();
 
   // The agent's side (FakeRankHandle).
   absl::Status Activate(const std::string& stdin_bytes,
                         RankHandle::Callbacks callbacks);
   void Terminate();
+  void CheckpointAndStop(int64_t grace_ms);
 
  private:
   RankCommand command_;
@@ -113,6 +117,7 @@ class FakeRank {
   RankHandle::Callbacks callbacks_;  // GUARDED_BY(mu_)
   const pid_t pid_;
   bool terminated_ = false;          // GUARDED_BY(mu_)
+  int64_t stop_grace_ms_ = -1;       // GUARDED_BY(mu_)
   bool exited_ = false;              // GUARDED_BY(mu_)
   bool exit_delivered_ = false;      // GUARDED_BY(mu_)
 };

@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <thread>
 
 #include "common/utf8_sanitize.h"
+#include "common/rank_exit.h"
 #include "tests/unit/agent_fakes.h"
 
 namespace trainctl::agent {
@@ -307,6 +309,50 @@ TEST_F(AgentTest, CancelEndsTheJobsRanksUpToItsGenerationOnly) {
   EXPECT_EQ(m->rank_status().exit_code(), -15);
   EXPECT_TRUE(a->terminated());
   EXPECT_FALSE(b->terminated());
+}
+
+// Polls `done` for up to kWait (the agent handles messages on its thread).
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + testing::kWait;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST_F(AgentTest, APreemptionAsksTheRanksToCheckpointAndStopWithinTheGrace) {
+  StartWithOneRank();
+  std::shared_ptr<FakeRank> other = StartOneRank(*session_, "job-2");
+  ASSERT_NE(other, nullptr);
+  v1::CoordinatorMessage preempt = Cancel("job-1", 1);
+  preempt.mutable_cancel()->set_checkpoint_first(true);
+  preempt.mutable_cancel()->set_grace_ms(45'000);
+  session_->Send(preempt);
+  ASSERT_TRUE(Eventually([&] { return rank_->stop_grace_ms() == 45'000; }));
+  EXPECT_FALSE(rank_->terminated());  // asked, not ended
+  EXPECT_EQ(other->stop_grace_ms(), -1);
+  // The rank checkpoints, then exits as a stopped rank: the report first.
+  v1::RankReport checkpoint;
+  checkpoint.mutable_checkpoint()->set_step(21);
+  rank_->Report(checkpoint);
+  rank_->Exit(kRankExitStopped, "rank 0: asked to checkpoint and stop");
+  std::optional<v1::AgentMessage> first = session_->NextNotHeartbeat();
+  ASSERT_TRUE(first && first->has_checkpoint());
+  EXPECT_EQ(first->checkpoint().checkpoint().step(), 21);
+  std::optional<v1::AgentMessage> exit = session_->NextNotHeartbeat();
+  ASSERT_TRUE(exit && exit->has_rank_status());
+  EXPECT_EQ(exit->rank_status().exit_code(), kRankExitStopped);
+
+  // A plain cancel during the grace ends the rank now.
+  preempt.mutable_cancel()->set_job_id("job-2");
+  session_->Send(preempt);
+  ASSERT_TRUE(Eventually([&] { return other->stop_grace_ms() == 45'000; }));
+  session_->Send(Cancel("job-2", 1));
+  std::optional<v1::AgentMessage> ended = session_->NextNotHeartbeat();
+  ASSERT_TRUE(ended && ended->has_rank_status());
+  EXPECT_EQ(ended->rank_status().exit_code(), -15);
+  EXPECT_TRUE(other->terminated());
 }
 
 TEST_F(AgentTest, HeartbeatsCarryTheClocksTimeAndEachRanksProgress) {

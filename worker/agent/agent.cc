@@ -210,9 +210,12 @@ bool Agent::Converse(CoordinatorStream* stream) {
         StartRank(a);
       }
     } else if (message.has_cancel()) {
-      TLOG_INFO << "cancel job " << message.cancel().job_id() << ": "
+      TLOG_INFO << (message.cancel().checkpoint_first()
+                        ? "checkpoint and stop job "
+                        : "cancel job ")
+                << message.cancel().job_id() << ": "
                 << message.cancel().reason();
-      CancelJob(message.cancel().job_id(), message.cancel().generation());
+      CancelJob(message.cancel());
     } else if (message.has_delete_checkpoints()) {
       DeleteCheckpoints(message.delete_checkpoints());
     } else if (message.has_probe_data()) {
@@ -405,10 +408,18 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   Send(std::move(started));
 }
 
-void Agent::CancelJob(const std::string& job_id, int generation) {
+void Agent::CancelJob(const v1::CancelRanks& cancel) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, proc] : ranks_) {
-    if (std::get<0>(id) == job_id && std::get<1>(id) <= generation) {
+    if (std::get<0>(id) != cancel.job_id() ||
+        std::get<1>(id) > cancel.generation()) {
+      continue;
+    }
+    // Preemption: the ranks checkpoint and stop on their own within the
+    // grace period; a plain cancel (or one after it) ends them now.
+    if (cancel.checkpoint_first()) {
+      proc->CheckpointAndStop(cancel.grace_ms(), options_.kill_grace_ms);
+    } else {
       proc->Terminate(options_.kill_grace_ms);
     }
   }

@@ -110,7 +110,9 @@ class Agent {
   void ResumeReportsLocked(const v1::Registered& registered);
   void FlushBufferLocked();
   void StartRank(const v1::RankAssignment& assignment);
-  void CancelJob(const std::string& job_id, int generation);
+  // Ends the job's ranks of that generation and older; with
+  // checkpoint_first, asks them to checkpoint and stop within its grace.
+  void CancelJob(const v1::CancelRanks& cancel);
   // Retention: removes checkpoint files the coordinator no longer keeps,
   // only inside the job's checkpoint directory.
   void DeleteCheckpoints(const v1::DeleteCheckpoints& request);

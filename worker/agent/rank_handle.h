@@ -61,6 +61,11 @@ class RankHandle {
   // Asks the rank to end (SIGTERM), forcing it after grace_ms. Returns at
   // once; on_exit follows on another thread.
   virtual void Terminate(int64_t grace_ms) = 0;
+  // Asks the rank to checkpoint and stop (SIGUSR1 to the rank process
+  // alone: what it spawned keeps the signal's default action). If it has
+  // not exited after grace_ms, Terminate(kill_grace_ms) follows. A later
+  // Terminate cuts the grace short. Returns at once.
+  virtual void CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) = 0;
   virtual bool exited() const = 0;
   virtual pid_t pid() const = 0;
 };

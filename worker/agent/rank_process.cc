@@ -301,16 +301,49 @@ RankProcess::~RankProcess() {
 }
 
 void RankProcess::Terminate(int64_t grace_ms) {
-  if (exited_.load() || terminating_.exchange(true)) return;
-  kill(-pid_, SIGTERM);
-  killer_ = std::thread([this, grace_ms] {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(grace_ms);
-    while (!exited_.load() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (exited_.load()) return;
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  const Deadline kill_at = now + std::chrono::milliseconds(grace_ms);
+  if (!term_sent_) {
+    kill(-pid_, SIGTERM);
+    term_sent_ = true;
+  }
+  term_at_ = now;
+  kill_at_ = stopping_ ? std::min(kill_at_, kill_at) : kill_at;
+  if (!stopping_) {
+    stopping_ = true;
+    killer_ = std::thread([this] { Escalate(); });
+  }
+  stop_cv_.notify_all();
+}
+
+void RankProcess::CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) {
+  if (exited_.load()) return;
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (stopping_) return;  // already asked, or already being terminated
+  kill(pid_, SIGUSR1);
+  stopping_ = true;
+  term_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  kill_at_ = term_at_ + std::chrono::milliseconds(kill_grace_ms);
+  killer_ = std::thread([this] { Escalate(); });
+}
+
+void RankProcess::Escalate() {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!exited_.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!term_sent_ && now >= term_at_) {
+      kill(-pid_, SIGTERM);
+      term_sent_ = true;
     }
-    if (!exited_.load()) kill(-pid_, SIGKILL);
-  });
+    if (now >= kill_at_) {
+      kill(-pid_, SIGKILL);
+      return;
+    }
+    // Woken early when a Terminate moves the deadlines.
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
 }
 
 void RankProcess::ReadLines(int fd, const std::string& stream) {

@@ -3,6 +3,8 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -54,6 +56,9 @@ class RankProcess final : public RankHandle {
   // SIGTERM to the group now, SIGKILL after grace_ms if it has not exited.
   // Returns immediately; safe to call more than once and from any thread.
   void Terminate(int64_t grace_ms) override;
+  // SIGUSR1 to the rank process now; Terminate(kill_grace_ms) after
+  // grace_ms if it has not exited. Safe with Terminate, from any thread.
+  void CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) override;
   bool exited() const override { return exited_.load(); }
   pid_t pid() const override { return pid_; }
 
@@ -73,8 +78,17 @@ class RankProcess final : public RankHandle {
   int standby_stdin_ = -1;  // GUARDED_BY(mu_): open until Activate
   std::vector<std::thread> readers_;
   std::thread waiter_;
+  // Ends the process by the deadlines below: SIGTERM to the group at
+  // term_at_, SIGKILL at kill_at_ (started once, by the first stop call).
+  void Escalate();
+  using Deadline = std::chrono::steady_clock::time_point;
   std::thread killer_;
-  std::atomic<bool> terminating_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;   // GUARDED_BY(stop_mu_): killer_ started
+  bool term_sent_ = false;  // GUARDED_BY(stop_mu_)
+  Deadline term_at_;        // GUARDED_BY(stop_mu_)
+  Deadline kill_at_;        // GUARDED_BY(stop_mu_)
 };
 
 }  // namespace trainctl::agent

@@ -18,7 +18,7 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
     fault.kind = std::string(kind_args[0]);
     if (fault.kind != "hang" && fault.kind != "exit" &&
         fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient" &&
-        fault.kind != "slow_join") {
+        fault.kind != "slow_join" && fault.kind != "wait_for_stop") {
       return absl::InvalidArgumentError(
           absl::StrCat("TRAINCTL_FAULT: unknown kind '", fault.kind, "'"));
     }
@@ -38,6 +38,8 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
           has_step = true;
         } else if (parts[0] == "generation") {
           fault.generation = static_cast<int>(value);
+        } else if (parts[0] == "job") {
+          fault.job = value;
         } else {
           return absl::InvalidArgumentError(
               absl::StrCat("TRAINCTL_FAULT: unknown key '", parts[0], "'"));
@@ -65,6 +67,17 @@ FaultHooks FaultHooks::FromEnvironment() {
   }
   if (const char* dir = std::getenv("TRAINCTL_SAMPLE_LOG")) {
     hooks.sample_log_dir = dir;
+  }
+  return hooks;
+}
+
+FaultHooks FaultHooks::ForJob(const std::string& job_id) const {
+  FaultHooks hooks = *this;
+  hooks.faults_.clear();
+  for (const Fault& f : faults_) {
+    if (f.job == 0 || absl::StrCat("job-", f.job) == job_id) {
+      hooks.faults_.push_back(f);
+    }
   }
   return hooks;
 }

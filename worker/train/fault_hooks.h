@@ -13,7 +13,8 @@ namespace trainctl::train {
 // environment (the agent's environment is inherited). Never set in
 // production; documented in docs/architecture.md for test authors.
 //
-// TRAINCTL_FAULT: ';'-separated "KIND:rank=R,step=S[,generation=G]" where
+// TRAINCTL_FAULT: ';'-separated "KIND:rank=R,step=S[,generation=G][,job=N]"
+// where
 //   hang                 the rank stops making progress before step S
 //   exit                 the rank exits with code 3 before step S
 //   crash_in_checkpoint  the rank dies halfway through writing the
@@ -23,7 +24,11 @@ namespace trainctl::train {
 //                        overflow would leave them)
 //   slow_join            (step=0) the rank waits 8 s before it joins its
 //                        group, so its peers wait in the rendezvous
-// generation defaults to 1, so a restarted generation runs clean.
+//   wait_for_stop        the rank waits before step S until it is asked to
+//                        checkpoint and stop (a preemption arrives at a
+//                        known step)
+// generation defaults to 1, so a restarted generation runs clean; job=N
+// limits the entry to job-N (ForJob), so other jobs of the cluster run clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line
 // "STEP SAMPLE_ID..." to DIR/<job>-g<generation>-r<rank>.samples.
 class FaultHooks {
@@ -33,6 +38,9 @@ class FaultHooks {
   // From the environment; a malformed TRAINCTL_FAULT is reported on stderr
   // and ignored.
   static FaultHooks FromEnvironment();
+
+  // Without the entries of other jobs than `job_id`.
+  FaultHooks ForJob(const std::string& job_id) const;
 
   bool Fires(absl::string_view kind, int rank, int generation,
              int64_t step) const;
@@ -45,6 +53,7 @@ class FaultHooks {
     int rank = 0;
     int64_t step = 0;
     int generation = 1;
+    int64_t job = 0;  // job-N only; 0: every job
   };
   std::vector<Fault> faults_;
 };

@@ -39,7 +39,8 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
   const auto options = params_.front().options().dtype(torch::kFloat32);
   for (size_t b = 0; b < sizes.size(); ++b) {
     const bool last = b + 1 == sizes.size();
-    buckets_[b].buffer = torch::zeros({sizes[b] + (last ? 1 : 0)}, options);
+    buckets_[b].buffer =
+        torch::zeros({sizes[b] + (last ? kExtraSlots : 0)}, options);
   }
   for (int i = static_cast<int>(params_.size()) - 1; i >= 0; --i) {
     Bucket& bucket = buckets_[bucket_of_[i]];
@@ -90,10 +91,23 @@ void GradientBuckets::SetSyncing(bool syncing) {
   next_launch_ = 0;
 }
 
+torch::Tensor GradientBuckets::ExtraSlot(int slot) {
+  torch::Tensor& buffer = buckets_.back().buffer;
+  return buffer.narrow(0, buffer.numel() - kExtraSlots + slot, 1);
+}
+
 void GradientBuckets::SetLoss(const torch::Tensor& local_loss) {
   torch::NoGradGuard no_grad;
-  Bucket& last = buckets_.back();
-  last.buffer.narrow(0, last.buffer.numel() - 1, 1).copy_(local_loss.reshape({1}));
+  ExtraSlot(kLossSlot).copy_(local_loss.reshape({1}));
+}
+
+void GradientBuckets::SetStopVote(bool stop) {
+  torch::NoGradGuard no_grad;
+  ExtraSlot(kStopSlot).fill_(stop ? 1.0 : 0.0);
+}
+
+bool GradientBuckets::StopVoted() {
+  return ExtraSlot(kStopSlot).item<float>() > 0;
 }
 
 void GradientBuckets::OnGradientReady(int param) {
@@ -133,16 +147,13 @@ void GradientBuckets::LaunchReadyLocked(bool flush) {
       }
       return;  // later buckets wait for this one
     }
-    LaunchChunkLocked(bucket, bucket.buffer.numel());  // incl. the loss slot
+    LaunchChunkLocked(bucket, bucket.buffer.numel());  // incl. the extra slots
     ++next_launch_;
   }
 }
 
 torch::Tensor GradientBuckets::Finish() {
-  Bucket& last = buckets_.back();
-  const auto loss = [&last] {
-    return last.buffer.narrow(0, last.buffer.numel() - 1, 1).clone();
-  };
+  const auto loss = [this] { return ExtraSlot(kLossSlot).clone(); };
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!syncing_) return loss();

@@ -27,9 +27,11 @@ namespace trainctl::train {
 // travels while the convolutions still compute, whatever the bucket size.
 // Buckets, and chunks within a bucket, launch strictly in order: autograd
 // on a given graph fires the hooks in the same order on every rank, so every
-// rank issues the same collectives in the same order. One extra slot at the
-// end of the last bucket carries the step's loss, so the loss reduction
-// costs no collective of its own.
+// rank issues the same collectives in the same order. Two extra slots at
+// the end of the last bucket carry the step's loss and the rank's vote to
+// stop (a checkpoint-and-stop request, preemption), so neither costs a
+// collective of its own, and every rank sees the same votes after the same
+// step.
 //
 // Per optimizer step: ZeroGrad(); for each micro-batch forward, then
 // SetSyncing(last micro-batch) and, on the last, SetLoss(); backward; then
@@ -53,6 +55,11 @@ class GradientBuckets {
   // that setting it costs no copy to the host) to average with the
   // gradients.
   void SetLoss(const torch::Tensor& local_loss);
+  // Whether this rank asks to stop after this step; set with the loss.
+  void SetStopVote(bool stop);
+  // After Finish: whether any rank voted to stop (with syncing off, this
+  // rank's own vote). Reads one value from the device.
+  bool StopVoted();
   // Launches buckets not launched yet (unused parameters), waits for all,
   // and returns the mean loss over the ranks, still on the device. The
   // time spent here is the communication backward did not hide.
@@ -71,6 +78,9 @@ class GradientBuckets {
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
   };
 
+  static constexpr int kLossSlot = 0, kStopSlot = 1, kExtraSlots = 2;
+  // One of the extra slots at the end of the last bucket.
+  torch::Tensor ExtraSlot(int slot);
   void OnGradientReady(int param);
   // Sends what is ready, in order; `flush` sends every bucket whole.
   void LaunchReadyLocked(bool flush);

@@ -39,6 +39,9 @@ struct RankContext {
   // Written by the loop when set; read by the rank's progress reporter.
   LoopPosition* progress = nullptr;
   FaultHooks faults;
+  // Whether someone asked this rank to checkpoint and stop (the agent's
+  // SIGUSR1 when the job is preempted); read once a step. Null: never.
+  std::function<bool()> stop_requested;
 };
 
 }  // namespace trainctl::train

@@ -1,6 +1,7 @@
 #include "worker/train/rank_main.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include <grpcpp/support/channel_arguments.h>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdlib>
 #include <future>
@@ -28,6 +30,10 @@
 
 namespace trainctl::train {
 namespace {
+
+// Set by SIGUSR1: the agent asks the rank to checkpoint and stop (its job
+// was preempted). The training loop reads it once a step.
+volatile std::sig_atomic_t stop_requested = 0;
 
 // File descriptor the agent reads RankReport frames from.
 constexpr int kReportFd = 3;
@@ -183,7 +189,8 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.rank = args.rank;
   ctx.world_size = args.world_size;
   ctx.resume_path = launch.resume().path();
-  ctx.faults = FaultHooks::FromEnvironment();
+  ctx.faults = FaultHooks::FromEnvironment().ForJob(args.job_id);
+  ctx.stop_requested = [] { return stop_requested != 0; };
   Reporter reporter;
   ctx.report = [&](const v1::MetricPoint& point) {
     v1::RankReport report;
@@ -261,6 +268,12 @@ int RunRank(const v1::RankLaunch& launch) {
     std::cout.flush();
     std::_Exit(RankExitCode(result.status()));
   }
+  if (result->stopped) {
+    // The coordinator reads why from the exit code; people from this line.
+    std::cerr << "rank " << args.rank << ": asked to checkpoint and stop; "
+              << (args.rank == 0 ? "checkpointed" : "stopped") << " at step "
+              << result->steps << std::endl;
+  }
   if (ctx.group) {
     try {
       ShutdownGroup(*ctx.group);
@@ -269,6 +282,7 @@ int RunRank(const v1::RankLaunch& launch) {
                 << e.what() << std::endl;
     }
   }
+  if (result->stopped) return kRankExitStopped;
   std::cout << "rank " << args.rank << " finished " << result->steps
             << " steps; final loss " << result->final_train_loss;
   for (const auto& [name, value] : result->eval) {
@@ -281,6 +295,13 @@ int RunRank(const v1::RankLaunch& launch) {
 }  // namespace
 
 int RankMain(int argc, char** argv) {
+  // First: SIGUSR1's default action ends the process, and a preempted
+  // job's agent may send it at any time from now on.
+  struct sigaction on_stop {};
+  on_stop.sa_handler = [](int) { stop_requested = 1; };
+  sigemptyset(&on_stop.sa_mask);
+  on_stop.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &on_stop, nullptr);
   bool standby = false;
   CLI::App app{"one rank of a trainctl job; started by trainctl-worker, which "
                "sends the assignment on stdin"};

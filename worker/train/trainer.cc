@@ -8,6 +8,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
@@ -271,6 +272,33 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
                           data.train_transforms.get());
   StepTimes window;
   StreamTimer comm_timer(ctx.device);
+  // A request to stop is honoured only where it loses nothing: a job that
+  // writes no checkpoints trains on (every rank decides so alike).
+  const bool can_stop = !spec.checkpoint().dir().empty();
+  bool stop_ignored_said = false;
+  auto asked_to_stop = [&] {
+    const bool asked = ctx.stop_requested && ctx.stop_requested();
+    if (asked && !can_stop && !stop_ignored_said) {
+      stop_ignored_said = true;
+      std::cerr << "rank " << ctx.rank << ": asked to checkpoint and stop, but "
+                << "the job has no checkpoint.dir; training on" << std::endl;
+    }
+    return asked && can_stop;
+  };
+  // A step's checkpoint, at its end.
+  auto save_checkpoint = [&](int64_t steps_done) {
+    progress.Enter(LoopPosition::Phase::kCheckpoint);
+    // Local SGD replicas drift between averages; save their mean.
+    if (local_sgd && steps_done % t.local_sgd_steps() != 0) sync.AverageParameters();
+    TrainingCursor cursor;
+    cursor.step = steps_done;
+    cursor.epoch = static_cast<int>(steps_done / steps_per_epoch);
+    cursor.samples_in_epoch = (steps_done % steps_per_epoch) * samples_per_step;
+    cursor.global_batch = samples_per_step;
+    cursor.train_samples = data.train->size();
+    cursor.world_size = ctx.world_size;
+    return checkpoints.Save(cursor, eval_now);
+  };
   int64_t step = first_step;
   int epoch = 0;
   while (step < total_steps) {
@@ -284,6 +312,13 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     if (ctx.faults.Fires("hang", ctx.rank, ctx.generation, step)) {
       std::cerr << "fault hook: hanging before step " << step << std::endl;
       for (;;) pause();
+    }
+    if (ctx.faults.Fires("wait_for_stop", ctx.rank, ctx.generation, step)) {
+      std::cerr << "fault hook: waiting before step " << step
+                << " until asked to stop" << std::endl;
+      while (!(ctx.stop_requested && ctx.stop_requested())) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
     const double lr =
         ScheduledLr(spec.scheduler(), spec.optimizer().lr(), step, total_steps);
@@ -321,7 +356,10 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
         // Only the last micro-batch's backward launches the all-reduce.
         const bool last = m + 1 == accum;
         buckets.SetSyncing(last && !local_sgd);
-        if (last) buckets.SetLoss(local_loss);
+        if (last) {
+          buckets.SetLoss(local_loss);
+          if (!local_sgd) buckets.SetStopVote(asked_to_stop());
+        }
         torch::Tensor scaled = scaler ? loss * scaler->scale_tensor().reshape({}) : loss;
         if (last && ctx.faults.Fires("inf_gradient", ctx.rank, ctx.generation, step)) {
           scaled = scaled * INFINITY;  // the all-reduce carries it to every rank
@@ -336,6 +374,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     comm_timer.Start();
     const torch::Tensor mean_loss = buckets.Finish();
     comm_timer.Stop();
+    bool stop = !local_sgd && buckets.StopVoted();
     progress.Enter(LoopPosition::Phase::kOptimizer);
     auto mark = Clock::now();
     bool finite = true;
@@ -356,6 +395,10 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     if (local_sgd && (step + 1) % t.local_sgd_steps() == 0) {
       comm_timer.Start();
       sync.AverageParameters();
+      // Replicas agree only here: the votes to stop travel with the average.
+      for (const auto& row : sync.GatherScalars({asked_to_stop() ? 1.0 : 0.0})) {
+        stop = stop || row[0] > 0;
+      }
       comm_timer.Stop();
     }
     ++step;
@@ -407,18 +450,12 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       if (!saved.ok()) std::cerr << saved.message() << std::endl;
     };
     log_unsaved(checkpoints.Poll());  // a background write that has ended
-    if (checkpoints.Due(step, epoch_end)) {
-      progress.Enter(LoopPosition::Phase::kCheckpoint);
-      // Local SGD replicas drift between averages; save their mean.
-      if (local_sgd && step % t.local_sgd_steps() != 0) sync.AverageParameters();
-      TrainingCursor cursor;
-      cursor.step = step;
-      cursor.epoch = static_cast<int>(step / steps_per_epoch);
-      cursor.samples_in_epoch = (step % steps_per_epoch) * samples_per_step;
-      cursor.global_batch = samples_per_step;
-      cursor.train_samples = data.train->size();
-      cursor.world_size = ctx.world_size;
-      log_unsaved(checkpoints.Save(cursor, eval_now));
+    // The last step ends the run anyway: a stop there is a plain finish.
+    stop = stop && step < total_steps;
+    if (checkpoints.Due(step, epoch_end) || stop) log_unsaved(save_checkpoint(step));
+    if (stop) {
+      result.stopped = true;
+      break;
     }
   }
   if (checkpoints.writing()) progress.Enter(LoopPosition::Phase::kCheckpoint);
