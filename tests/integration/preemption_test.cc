@@ -25,7 +25,6 @@ namespace {
 
 using std::chrono::seconds;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 constexpr char kPolicy[] =
     "classes: {low: {value: 0, grace_seconds: 120}, urgent: 100}\n"
@@ -57,6 +56,21 @@ std::map<std::string, torch::Tensor> StateOf(const std::string& path) {
   return state;
 }
 
+// Polls the job's events for a log line holding `text` (bounded).
+bool WaitForLogLine(LocalCluster& cluster, const std::string& id,
+                    const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const v1::JobEvent& e :
+         cluster.EventsSoFar(id, std::chrono::milliseconds(200))) {
+      if (e.has_log() && e.log().text().find(text) != std::string::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 TEST(PreemptionTest, AnUrgentJobStopsALowOneThatEndsAsIfNeverStopped) {
   const ScopedTempDir files("trainctl-preemption");
   const std::string policy = files.path() + "/scheduling.yaml";
@@ -80,9 +94,9 @@ TEST(PreemptionTest, AnUrgentJobStopsALowOneThatEndsAsIfNeverStopped) {
   ASSERT_EQ(calm.state(), v1::JOB_STATE_SUCCEEDED) << calm.reason();
   const v1::Job low = cluster->Submit(low_spec);
   ASSERT_EQ(low.id(), "job-2");
-  cluster->WaitForJob(
-      low.id(), [](const v1::Job& j) { return j.latest_train().step() >= 8; },
-      seconds(120));
+  // Rank 0 is past step index 11 (whose all-reduce carried every rank's
+  // vote not to stop) and waits: the urgent job's request lands in step 12.
+  ASSERT_TRUE(WaitForLogLine(*cluster, low.id(), "waiting before step 12"));
   const v1::Job urgent =
       cluster->Submit(SmallJobSpec(1, 640, 1, "priority: urgent\n"));
 

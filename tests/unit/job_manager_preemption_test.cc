@@ -20,12 +20,6 @@ constexpr char kPolicy[] =
     "classes: {low: {value: 0, grace_seconds: 30}, high: 10}\n"
     "default_class: low\n";
 
-SchedulingConfig Policy(const std::string& yaml) {
-  absl::StatusOr<SchedulingConfig> config = ParseSchedulingConfig(yaml, "test.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
-
 // A job that checkpoints (so it may be preempted) of the given class.
 std::string Checkpointing(int ranks, const std::string& priority) {
   return Spec(ranks, "fault_tolerance: {max_restarts: 0}\n"
@@ -68,7 +62,7 @@ class JobManagerPreemptionTest : public JobManagerTest {
 };
 
 TEST_F(JobManagerPreemptionTest, AHigherClassStopsALowerJobThatResumesWhereItStopped) {
-  jobs_.SetSchedulingConfig(Policy(kPolicy));
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   std::shared_ptr<FakeAgentLink> w1 = AddWorker("w1", 2);
   const v1::Job low = *jobs_.Submit(Checkpointing(2, "low"), false);
   ASSERT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_RUNNING);
@@ -129,8 +123,29 @@ TEST_F(JobManagerPreemptionTest, AHigherClassStopsALowerJobThatResumesWhereItSto
                         v1::JOB_STATE_PREEMPTED, v1::JOB_STATE_RUNNING));
 }
 
+TEST_F(JobManagerPreemptionTest, AnElasticVictimComesBackAtOnceOnWhatIsLeft) {
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
+  AddWorker("w1", 4);
+  const v1::Job elastic = *jobs_.Submit(
+      Spec(3, "fault_tolerance: {elastic: true, min_workers: 1, max_workers: 4}\n"
+              "checkpoint: {dir: /ckpt, every_steps: 1000}\npriority: low\n"),
+      false);
+  ASSERT_EQ(jobs_.Get(elastic.id())->world_size(), 3);
+  const v1::Job high = *jobs_.Submit(Checkpointing(2, "high"), false);
+  const v1::Job shrinking = *jobs_.Get(elastic.id());
+  ASSERT_EQ(shrinking.state(), v1::JOB_STATE_PREEMPTED);
+  EXPECT_THAT(shrinking.reason(), HasSubstr("shrunk from 3 to 2 ranks"));
+  ReportCheckpoint("w1", elastic.id(), 9);
+  ExitAll(elastic.id(), kRankExitStopped);
+  EXPECT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_RUNNING);
+  const v1::Job resumed = *jobs_.Get(elastic.id());
+  EXPECT_EQ(resumed.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(resumed.world_size(), 2);
+  EXPECT_EQ(resumed.resume_from().step(), 9);
+}
+
 TEST_F(JobManagerPreemptionTest, AJobThatWritesNoCheckpointsIsNeverPreempted) {
-  jobs_.SetSchedulingConfig(Policy(kPolicy));
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   std::shared_ptr<FakeAgentLink> w1 = AddWorker("w1", 1);
   const v1::Job low = *jobs_.Submit(Spec(1), false);  // no checkpoint.dir
   const v1::Job high = *jobs_.Submit(Checkpointing(1, "high"), false);
@@ -142,16 +157,16 @@ TEST_F(JobManagerPreemptionTest, AJobThatWritesNoCheckpointsIsNeverPreempted) {
 }
 
 TEST_F(JobManagerPreemptionTest, TurnedOffInThePolicyNothingIsPreempted) {
-  jobs_.SetSchedulingConfig(Policy(std::string(kPolicy) + "preemption: false\n"));
+  jobs_.SetSchedulingConfig(TestPolicy(std::string(kPolicy) + "preemption: false\n"));
   std::shared_ptr<FakeAgentLink> w1 = AddWorker("w1", 1);
   const v1::Job low = *jobs_.Submit(Checkpointing(1, "low"), false);
-  jobs_.Submit(Checkpointing(1, "high"), false);
+  ASSERT_TRUE(jobs_.Submit(Checkpointing(1, "high"), false).ok());
   EXPECT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(w1->Cancels(), 0);
 }
 
 TEST_F(JobManagerPreemptionTest, RanksThatFinishedBeforeTheRequestReachedThemSucceed) {
-  jobs_.SetSchedulingConfig(Policy(kPolicy));
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   AddWorker("w1", 2);
   const v1::Job low = *jobs_.Submit(Checkpointing(2, "low"), false);
   const v1::Job high = *jobs_.Submit(Checkpointing(2, "high"), false);
@@ -187,7 +202,7 @@ TEST_F(JobManagerPreemptionTest, ARankStoppedByHandPreemptsItsJobWhichResumesAtO
 
 TEST_F(JobManagerPreemptionTest, BorrowedSlotsGoBackToAUserWithinQuotaAndStayThere) {
   jobs_.SetSchedulingConfig(
-      Policy("users: {alice: {slots: 1, borrow: true}, bob: {slots: 2}}\n"));
+      TestPolicy("users: {alice: {slots: 1, borrow: true}, bob: {slots: 2}}\n"));
   std::shared_ptr<FakeAgentLink> w1 = AddWorker("w1", 2);
   const v1::Job alices = *jobs_.Submit(Checkpointing(2, "normal"), false, "", "alice");
   ASSERT_EQ(jobs_.Get(alices.id())->state(), v1::JOB_STATE_RUNNING);
@@ -205,10 +220,10 @@ TEST_F(JobManagerPreemptionTest, BorrowedSlotsGoBackToAUserWithinQuotaAndStayThe
 }
 
 TEST_F(JobManagerPreemptionTest, CancellingAPreemptedJobEndsItsStoppingRanks) {
-  jobs_.SetSchedulingConfig(Policy(kPolicy));
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   std::shared_ptr<FakeAgentLink> w1 = AddWorker("w1", 1);
   const v1::Job low = *jobs_.Submit(Checkpointing(1, "low"), false);
-  jobs_.Submit(Checkpointing(1, "high"), false);
+  ASSERT_TRUE(jobs_.Submit(Checkpointing(1, "high"), false).ok());
   ASSERT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
   ASSERT_TRUE(jobs_.Cancel(low.id(), "not needed").ok());
   EXPECT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_CANCELLED);
@@ -218,7 +233,7 @@ TEST_F(JobManagerPreemptionTest, CancellingAPreemptedJobEndsItsStoppingRanks) {
 }
 
 TEST_F(JobManagerPreemptionTest, AfterACoordinatorRestartTheStoppingRanksAreAskedAgain) {
-  jobs_.SetSchedulingConfig(Policy(kPolicy));
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   AddWorker("w1", 1);
   const v1::Job low = *jobs_.Submit(Checkpointing(1, "low"), false);
   const v1::Job high = *jobs_.Submit(Checkpointing(1, "high"), false);
@@ -228,7 +243,7 @@ TEST_F(JobManagerPreemptionTest, AfterACoordinatorRestartTheStoppingRanksAreAske
   EventHub events;
   Rendezvous rendezvous;
   JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
-  restarted.SetSchedulingConfig(Policy(kPolicy));
+  restarted.SetSchedulingConfig(TestPolicy(kPolicy));
   ASSERT_TRUE(restarted.Recover().ok());
   EXPECT_EQ(restarted.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
   auto link = std::make_shared<FakeAgentLink>();

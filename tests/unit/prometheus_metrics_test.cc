@@ -96,6 +96,7 @@ TEST(ClusterMetrics, CountsJobsWorkersSlotsAndShowsRecentJobs) {
   EXPECT_TRUE(Has(t, "trainctl_jobs{state=\"running\"} 1")) << t;
   EXPECT_TRUE(Has(t, "trainctl_jobs{state=\"queued\"} 1"));
   EXPECT_TRUE(Has(t, "trainctl_jobs{state=\"cancelled\"} 0"));
+  EXPECT_TRUE(Has(t, "trainctl_jobs{state=\"preempted\"} 0"));
   EXPECT_TRUE(Has(t, "trainctl_jobs_submitted_total 4"));
   EXPECT_TRUE(Has(t, "trainctl_jobs_finished_total{state=\"failed\"} 1"));
   EXPECT_TRUE(Has(t, "trainctl_workers 2"));
