@@ -59,6 +59,8 @@ std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers) {
   return ToJson(list);
 }
 
+std::string QueueJson(const v1::GetQueueResponse& queue) { return ToJson(queue); }
+
 std::string EventsJson(const std::vector<v1::JobEvent>& events,
                        int64_t next_seq, bool closed) {
   std::string out = R"({"events":[)";

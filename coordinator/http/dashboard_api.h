@@ -23,6 +23,9 @@ std::string JobListJson(const std::vector<v1::Job>& jobs);
 std::string JobJson(const v1::Job& job);
 // {"workers":[...]}
 std::string WorkersJson(const std::vector<v1::WorkerInfo>& workers);
+// GetQueueResponse as JSON: the pending jobs in policy order, the classes
+// and each user's standing.
+std::string QueueJson(const v1::GetQueueResponse& queue);
 // {"events":[...],"nextSeq":N,"closed":bool}: `events` in seq order;
 // nextSeq is the seq to ask for next; closed once the job's history is
 // complete and all of it was returned.

@@ -171,6 +171,11 @@ HttpResponse HttpRoutes::Api(const std::string& path,
   const CallerView view(jobs_, caller);
   if (path == "/jobs") return Json(200, JobListJson(view.Jobs()));
   if (path == "/workers") return Json(200, WorkersJson(view.Workers()));
+  // Everyone sees the whole queue; other users' job names only admins.
+  if (path == "/queue") {
+    return Json(200, QueueJson(jobs_.Queue(caller.IsAdmin() ? nullptr
+                                                            : &caller.name)));
+  }
   const std::vector<std::string> parts =
       absl::StrSplit(path.substr(1), '/');  // "jobs", ID[, "events"]
   if (parts.size() >= 2 && parts.size() <= 3 && parts[0] == "jobs" &&

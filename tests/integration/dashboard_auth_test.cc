@@ -113,5 +113,20 @@ TEST_F(DashboardAuthTest, AnotherUsersJobIsRefusedAndAnAdminsIsNot) {
   EXPECT_NE(list.find("data-jobs=\"2\""), std::string::npos) << list;
 }
 
+TEST_F(DashboardAuthTest, TheQueueShowsWhoWaitsAndWhyButOnlyAdminsSeeOthersNames) {
+  std::string spec = Spec(2);
+  spec.replace(spec.find("name: t"), 7, "name: bobs-run");
+  ASSERT_TRUE(jobs_.Submit(spec, false, "", "bob").ok());  // job-3 waits
+  const std::string alices = Page("/#token=alice-token", 4'000);
+  EXPECT_NE(alices.find("data-queued=\"1\""), std::string::npos) << alices;
+  EXPECT_NE(alices.find("data-queued-job=\"job-3\""), std::string::npos);
+  EXPECT_NE(alices.find("needs 2 slots; 0 of 2 registered slots free"),
+            std::string::npos);
+  EXPECT_NE(alices.find("normal 0 (default)"), std::string::npos);
+  EXPECT_EQ(alices.find("bobs-run"), std::string::npos);
+  const std::string roots = Page("/#token=root-token", 4'000);
+  EXPECT_NE(roots.find("bobs-run"), std::string::npos) << roots;
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator::http

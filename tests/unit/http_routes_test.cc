@@ -77,6 +77,21 @@ TEST_F(HttpRoutesTest, JobJsonAndEventPaging) {
       << closed.body;
 }
 
+TEST_F(HttpRoutesTest, TheQueueInPolicyOrderWithWhyEachJobWaits) {
+  AddWorker("w1", 1);
+  ASSERT_TRUE(jobs_.Submit(Spec(1), false).ok());  // runs
+  ASSERT_TRUE(jobs_.Submit(Spec(1), false).ok());  // waits
+  HttpResponse queue = Get("/api/queue");
+  EXPECT_EQ(queue.status, 200);
+  EXPECT_EQ(queue.content_type, "application/json");
+  EXPECT_NE(queue.body.find("\"jobId\":\"job-2\""), std::string::npos) << queue.body;
+  EXPECT_EQ(queue.body.find("\"jobId\":\"job-1\""), std::string::npos);
+  EXPECT_NE(queue.body.find("\"position\":1"), std::string::npos);
+  EXPECT_NE(queue.body.find("\"reason\":\"needs 1 slots; 0 of 1 registered slots free\""),
+            std::string::npos) << queue.body;
+  EXPECT_NE(queue.body.find("\"name\":\"normal\""), std::string::npos);
+}
+
 TEST_F(HttpRoutesTest, ErrorsAreJsonWithTheRightStatus) {
   EXPECT_EQ(Get("/api/jobs/nope").status, 404);
   EXPECT_NE(Get("/api/jobs/nope").body.find("\"error\""), std::string::npos);

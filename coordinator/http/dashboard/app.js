@@ -102,16 +102,30 @@ function num(v) { return v === undefined || v === null ? NaN : Number(v); }
 function fmt(v) { return Number.isFinite(v) ? formatNumber(v) : "–"; }
 function stateCell(s) { return el("span", { className: `state state-${stateName(s)}`, text: stateName(s) }); }
 function timeText(ms) { const n = num(ms); return n > 0 ? new Date(n).toLocaleString() : "–"; }
+// An estimated start, from now: "in 12 min".
+function untilText(ms) {
+  const n = num(ms);
+  if (!(n > 0)) return "–";
+  const s = (n - Date.now()) / 1000;
+  if (s <= 0) return "now";
+  if (s < 90) return `in ${Math.round(s)} s`;
+  if (s < 5400) return `in ${Math.round(s / 60)} min`;
+  return `in ${(s / 3600).toFixed(1)} h`;
+}
 
 // ---- job list ----
 
 function listView(app) {
   const jobsBody = el("tbody");
+  const queueBody = el("tbody");
+  const policy = el("p", { className: "muted", id: "policy" });
   const workersBody = el("tbody");
   const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
   app.replaceChildren(
     el("h1", { text: "Jobs" }),
     el("table", { id: "jobs" }, head(["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"]), jobsBody),
+    el("h2", { text: "Queue" }), policy,
+    el("table", { id: "queue" }, head(["#", "num"], ["Job"], ["Name"], ["Owner"], ["Priority"], ["Ranks", "num"], ["Usage (slot-h)", "num"], ["Starts"], ["Waiting for"]), queueBody),
     el("h2", { text: "Workers" }),
     el("table", { id: "workers" }, head(["Worker"], ["Host"], ["Slots free", "num"], ["Last heartbeat"], ["Running"]), workersBody));
 
@@ -134,6 +148,29 @@ function listView(app) {
           el("td", { text: timeText(j.createdUnixMs) }));
       }));
       document.body.dataset.jobs = String(jobs.length);
+      // In the order the scheduler considers them (docs/scheduling.md).
+      const q = await getJson("/api/queue");
+      const classes = (q.classes || []).map((c) => `${c.name} ${c.value || 0}${c.isDefault ? " (default)" : ""}`);
+      policy.textContent = `policy: ${q.policyOrigin || ""}; classes ${classes.join(", ")}; ` +
+        `fair-share half-life ${q.halfLifeHours} h; backfill ${q.backfill ? "on" : "off"}`;
+      const waiting = q.jobs || [];
+      queueBody.replaceChildren(...(waiting.length === 0
+        ? [el("tr", {}, el("td", { colSpan: 9, className: "muted", text: "no job is waiting" }))]
+        : waiting.map((e) => {
+          const st = stateName(e.state);
+          return el("tr", { dataset: { queuedJob: e.jobId } },
+            el("td", { className: "num", text: String(e.position || 0) }),
+            el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(e.jobId)}`, text: e.jobId }),
+              st === "queued" ? "" : el("span", { className: `state state-${st}`, text: ` (${st})` })),
+            el("td", { text: e.name || "–" }),
+            el("td", { text: e.owner || "–" }),
+            el("td", { text: `${e.priorityClass} ${e.priority || 0}` }),
+            el("td", { className: "num", text: String(e.ranks || 0) }),
+            el("td", { className: "num", text: fmt(num(e.ownerUsageSlotHours)) }),
+            el("td", { text: untilText(e.estimatedStartUnixMs) }),
+            el("td", { text: e.reason || "" }));
+        })));
+      document.body.dataset.queued = String(waiting.length);
       const { workers } = await getJson("/api/workers");
       workersBody.replaceChildren(...workers.map((w) => el("tr", {},
         el("td", { text: w.name }), el("td", { text: w.host }),
@@ -195,6 +232,8 @@ function jobView(app, id) {
       fact("Samples/s", fmt(num(v.samples_per_sec))),
       fact("Generation", String(j.generation || 0)),
       fact("Restarts", String(j.restarts || 0)),
+      fact("Preempted", String(j.preemptions || 0)),
+      fact("Priority", (j.spec && j.spec.priority) || "–"),
       fact("World size", String(j.worldSize || 0)));
     bar.style.width = total > 0 && step > 0 ? `${Math.min(100, (100 * step) / total)}%` : "0%";
     reason.textContent = j.pendingReason || j.reason || "";
