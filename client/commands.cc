@@ -309,6 +309,16 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
                 "The classes and quotas are the coordinator's --scheduling "
                 "file (docs/scheduling.md).");
 
+  std::string priority_class;
+  CLI::App* priority = app.add_subcommand(
+      "priority", "Move a job that has not ended to another priority class");
+  priority->add_option("JOB", job_id, "Job id")->required();
+  priority->add_option("CLASS", priority_class,
+                       "A class of the coordinator's policy (trainctl queue "
+                       "lists them); up to your max_class, any for an admin")
+      ->required();
+  priority->footer("\nExample:\n  trainctl priority JOB_ID urgent");
+
   StreamArgs stream_args;
   StreamCommands stream = AddStreamCommands(app, stream_args);
 
@@ -421,6 +431,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (watch->parsed()) return CmdWatch(env, job_id, watch_plain);
   if (workers->parsed()) return CmdWorkers(env);
   if (queue->parsed()) return CmdQueue(env);
+  if (priority->parsed()) return CmdPriority(env, job_id, priority_class);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }
 

@@ -126,6 +126,14 @@ absl::StatusOr<v1::GetQueueResponse> CoordinatorClient::GetQueue() {
   return Unary(&v1::Jobs::Stub::GetQueue, v1::GetQueueRequest());
 }
 
+absl::StatusOr<v1::Job> CoordinatorClient::SetJobPriority(
+    const std::string& job_id, const std::string& priority) {
+  v1::SetJobPriorityRequest request;
+  request.set_job_id(job_id);
+  request.set_priority(priority);
+  return Unary(&v1::Jobs::Stub::SetJobPriority, request);
+}
+
 absl::Status CoordinatorClient::AwaitConnection() {
   // A stream call fails at once while the channel is reconnecting, and with
   // TLS the failed call can abort the connection's handshake; so a

@@ -68,6 +68,25 @@ int CmdCancel(Env& env, const std::string& job_id, const std::string& reason) {
   return kExitOk;
 }
 
+int CmdPriority(Env& env, const std::string& job_id,
+                const std::string& priority) {
+  absl::StatusOr<v1::Job> job = env.client->SetJobPriority(job_id, priority);
+  if (!job.ok()) return Fail(env, job.status());
+  if (env.json) {
+    env.out << ToJson(*job, /*pretty=*/true) << "\n";
+    return kExitOk;
+  }
+  env.out << "job " << job->id() << ": priority " << job->spec().priority()
+          << ", " << StateName(job->state());
+  const std::string& why =
+      IsWaiting(job->state()) && !job->pending_reason().empty()
+          ? job->pending_reason()
+          : job->reason();
+  if (!why.empty()) env.out << " (" << why << ")";
+  env.out << "\n";
+  return kExitOk;
+}
+
 int CmdDelete(Env& env, const std::vector<std::string>& job_ids) {
   int exit_code = kExitOk;
   for (const std::string& id : job_ids) {

@@ -22,5 +22,7 @@ int CmdCheckpoints(Env& env, const std::string& job_id);
 int CmdWorkers(Env& env);
 // The queue with the scheduling policy and each user's standing.
 int CmdQueue(Env& env);
+// Moves a job to another priority class; prints where it stands then.
+int CmdPriority(Env& env, const std::string& job_id, const std::string& priority);
 
 }  // namespace trainctl::client

@@ -220,19 +220,13 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
   v1::Job snapshot;
   {
     Turn turn(*this);
-    v1::Job* job = FindLocked(job_id);
-    if (job == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-    }
-    if (IsFinal(job->state())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job_id, " already ended ", StateName(job->state())));
-    }
+    absl::StatusOr<v1::Job*> job = FindUnfinishedLocked(job_id);
+    if (!job.ok()) return job.status();
     // During RESTARTING too: a cancel always wins over a pending restart.
-    EndJobLocked(*job, v1::JOB_STATE_CANCELLED,
+    EndJobLocked(**job, v1::JOB_STATE_CANCELLED,
                  reason.empty() ? "cancelled by user" : reason, turn.outbox());
     turn.Save();
-    snapshot = *job;
+    snapshot = **job;
   }  // recorded before the caller hears of it
   return snapshot;
 }
@@ -298,6 +292,19 @@ void JobManager::CheckLeases() {
 v1::Job* JobManager::FindLocked(const std::string& job_id) {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<v1::Job*> JobManager::FindUnfinishedLocked(
+    const std::string& job_id) {
+  v1::Job* job = FindLocked(job_id);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
+  }
+  if (IsFinal(job->state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " already ended ", StateName(job->state())));
+  }
+  return job;
 }
 
 void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,

@@ -132,6 +132,15 @@ class JobManager {
   // policy and each user's standing. With `viewer` (a non-admin), the
   // names of other users' jobs are left out.
   v1::GetQueueResponse Queue(const std::string* viewer = nullptr) const;
+  // Moves a job that has not ended to class `priority` and runs a pass.
+  // INVALID_ARGUMENT naming `priority` for an unknown class or (with
+  // kOwnersMaximum) one above the owner's max_class; NOT_FOUND for an
+  // unknown job; FAILED_PRECONDITION once it ended. `by` goes in its log.
+  enum class PriorityLimit { kOwnersMaximum, kAnyClass };
+  absl::StatusOr<v1::Job> SetPriority(const std::string& job_id,
+                                      const std::string& priority,
+                                      PriorityLimit limit,
+                                      const std::string& by);
   std::vector<v1::WorkerInfo> Workers() const;
   // The job's checkpoint catalog in step order; NOT_FOUND for an unknown id.
   absl::StatusOr<std::vector<v1::Checkpoint>> Checkpoints(
@@ -195,6 +204,8 @@ class JobManager {
   };
 
   v1::Job* FindLocked(const std::string& job_id);
+  // NOT_FOUND for an unknown id, FAILED_PRECONDITION once the job ended.
+  absl::StatusOr<v1::Job*> FindUnfinishedLocked(const std::string& job_id);
   void TransitionLocked(v1::Job& job, v1::JobState to,
                         const std::string& reason);
   void ScheduleLocked(Outbox* outbox);

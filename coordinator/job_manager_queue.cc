@@ -170,6 +170,39 @@ void JobManager::RecordPassLocked(const ScheduleResult& result) {
   }
 }
 
+absl::StatusOr<v1::Job> JobManager::SetPriority(const std::string& job_id,
+                                                const std::string& priority,
+                                                PriorityLimit limit,
+                                                const std::string& by) {
+  Turn turn(*this);
+  absl::StatusOr<v1::Job*> found = FindUnfinishedLocked(job_id);
+  if (!found.ok()) return found.status();
+  v1::Job* job = *found;
+  if (priority.empty()) {
+    return absl::InvalidArgumentError("priority: give a class name");
+  }
+  // An admin may go past the owner's max_class, never past the classes.
+  absl::StatusOr<PriorityClass> resolved =
+      limit == PriorityLimit::kAnyClass && scheduling_.FindClass(priority)
+          ? *scheduling_.FindClass(priority)
+          : scheduling_.Resolve(priority, job->owner());
+  if (!resolved.ok()) return resolved.status();
+  const std::string before = job->spec().priority().empty()
+                                 ? scheduling_.default_class
+                                 : job->spec().priority();
+  if (before != resolved->name) {
+    job->mutable_spec()->set_priority(resolved->name);
+    MarkDirtyLocked(job_id);
+    RecordNoteLocked(*job, 0,
+                     absl::StrCat("[trainctl] scheduler: priority changed "
+                                  "from '", before, "' to '", resolved->name,
+                                  "'", by.empty() ? "" : " by " + by));
+    ScheduleLocked(turn.outbox());
+    turn.Save();
+  }
+  return *job;
+}
+
 v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
   std::lock_guard<std::mutex> lock(mu_);
   v1::GetQueueResponse response;

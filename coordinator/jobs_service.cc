@@ -253,6 +253,24 @@ grpc::Status JobsService::GetQueue(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status JobsService::SetJobPriority(grpc::ServerContext* ctx,
+                                         const v1::SetJobPriorityRequest* req,
+                                         v1::Job* resp) {
+  absl::StatusOr<v1::Job> owned =
+      JobFor(*ctx, req->job_id(), "change the priority of");
+  if (!owned.ok()) return ToGrpcStatus(owned.status());
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::StatusOr<v1::Job> job = jobs_.SetPriority(
+      req->job_id(), req->priority(),
+      caller->IsAdmin() ? JobManager::PriorityLimit::kAnyClass
+                        : JobManager::PriorityLimit::kOwnersMaximum,
+      caller->name);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  *resp = *std::move(job);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobsService::ListCheckpoints(grpc::ServerContext* ctx,
                                           const v1::ListCheckpointsRequest* req,
                                           v1::ListCheckpointsResponse* resp) {

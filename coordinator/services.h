@@ -76,6 +76,9 @@ class JobsService final : public v1::Jobs::Service {
                              v1::ServerInfo* resp) override;
   grpc::Status GetQueue(grpc::ServerContext*, const v1::GetQueueRequest* req,
                         v1::GetQueueResponse* resp) override;
+  grpc::Status SetJobPriority(grpc::ServerContext*,
+                              const v1::SetJobPriorityRequest* req,
+                              v1::Job* resp) override;
 
  private:
   // The job, when the calling person may touch it; `action` ("cancel",

@@ -55,6 +55,13 @@ inline std::string Spec(int ranks,
          std::to_string(ranks * 8) + "}\n" + extra;
 }
 
+// A scheduling policy from its YAML (a test's own, known to be valid).
+inline SchedulingConfig TestPolicy(const std::string& yaml) {
+  absl::StatusOr<SchedulingConfig> config = ParseSchedulingConfig(yaml, "test.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : DefaultSchedulingConfig();
+}
+
 class JobManagerTest : public ::testing::Test {
  protected:
   JobManagerTest()

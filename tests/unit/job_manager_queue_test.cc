@@ -15,12 +15,6 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kHour = 3'600'000;
 
-SchedulingConfig Policy(const std::string& yaml) {
-  absl::StatusOr<SchedulingConfig> config = ParseSchedulingConfig(yaml, "test.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
-
 std::string WithPriority(int ranks, const std::string& priority) {
   return Spec(ranks, "fault_tolerance: {max_restarts: 0}\npriority: " + priority + "\n");
 }
@@ -55,7 +49,7 @@ class JobManagerQueueTest : public JobManagerTest {
 
 TEST_F(JobManagerQueueTest, AHigherClassStartsFirstAndTheSpecKeepsItsClass) {
   jobs_.SetSchedulingConfig(
-      Policy("classes: {low: 0, high: 10}\ndefault_class: low\n"));
+      TestPolicy("classes: {low: 0, high: 10}\ndefault_class: low\n"));
   AddWorker("w1", 1);
   v1::Job busy = *jobs_.Submit(Spec(1), false);
   EXPECT_EQ(busy.spec().priority(), "low");  // the default, written in
@@ -78,8 +72,47 @@ TEST_F(JobManagerQueueTest, AHigherClassStartsFirstAndTheSpecKeepsItsClass) {
   EXPECT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_QUEUED);
 }
 
+TEST_F(JobManagerQueueTest, APriorityChangeReordersTheQueueAtOnceAndIsLogged) {
+  jobs_.SetSchedulingConfig(TestPolicy(
+      "classes: {low: 0, high: 10}\ndefault_class: low\n"
+      "users: {\"*\": {max_class: low}}\n"));
+  AddWorker("w1", 1);
+  const v1::Job busy = *jobs_.Submit(Spec(1), false, "", "ann");
+  const v1::Job first = *jobs_.Submit(Spec(1), false, "", "ann");
+  const v1::Job second = *jobs_.Submit(Spec(1), false, "", "ann");
+  EXPECT_THAT(QueueIds(jobs_), ElementsAre(first.id(), second.id()));
+  using Limit = JobManager::PriorityLimit;
+  absl::StatusOr<v1::Job> above =
+      jobs_.SetPriority(second.id(), "high", Limit::kOwnersMaximum, "ann");
+  ASSERT_FALSE(above.ok());
+  EXPECT_THAT(above.status().message(),
+              HasSubstr("class 'high' (10) is above the highest user ann may ask for"));
+  absl::StatusOr<v1::Job> typo =
+      jobs_.SetPriority(second.id(), "hihg", Limit::kAnyClass, "root");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_THAT(typo.status().message(), HasSubstr("did you mean 'high'?"));
+  // An admin may go past the owner's maximum.
+  absl::StatusOr<v1::Job> moved =
+      jobs_.SetPriority(second.id(), "high", Limit::kAnyClass, "root");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->spec().priority(), "high");
+  EXPECT_THAT(QueueIds(jobs_), ElementsAre(second.id(), first.id()));
+  EXPECT_THAT(SchedulerNotes(Events(second.id())),
+              ::testing::Contains("[trainctl] scheduler: priority changed from "
+                                  "'low' to 'high' by root"));
+  // Kept in the stored spec: a restarted coordinator has it.
+  ASSERT_TRUE(jobs_.Flush().ok());
+  EXPECT_EQ(store_.LoadAll()->jobs[2].job.spec().priority(), "high");
+  Finish("w1", busy);
+  EXPECT_EQ(jobs_.Get(second.id())->state(), v1::JOB_STATE_RUNNING);
+  absl::StatusOr<v1::Job> ended =
+      jobs_.SetPriority(busy.id(), "low", Limit::kAnyClass, "root");
+  ASSERT_FALSE(ended.ok());
+  EXPECT_EQ(ended.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(JobManagerQueueTest, RefusesAnUnknownClassOrOneAboveTheUsersMaximum) {
-  jobs_.SetSchedulingConfig(Policy(
+  jobs_.SetSchedulingConfig(TestPolicy(
       "classes: {low: 0, high: 10}\ndefault_class: low\n"
       "users: {\"*\": {max_class: low}, boss: {max_class: high}}\n"));
   absl::StatusOr<v1::Job> typo = jobs_.Submit(WithPriority(1, "hihg"), false, "", "ann");
@@ -98,7 +131,7 @@ TEST_F(JobManagerQueueTest, RefusesAnUnknownClassOrOneAboveTheUsersMaximum) {
 }
 
 TEST_F(JobManagerQueueTest, AUserOverQuotaWaitsWhileAnotherUsersJobStarts) {
-  jobs_.SetSchedulingConfig(Policy("users: {alice: {slots: 1}}\n"));
+  jobs_.SetSchedulingConfig(TestPolicy("users: {alice: {slots: 1}}\n"));
   AddWorker("w1", 3);
   v1::Job first = *jobs_.Submit(Spec(1), false, "", "alice");
   v1::Job second = *jobs_.Submit(Spec(1), false, "", "alice");
@@ -173,9 +206,9 @@ TEST_F(JobManagerQueueTest, UsageIsRebuiltFromTheStoredJobsAfterARestart) {
 
 TEST_F(JobManagerQueueTest, AReloadThatDropsAClassSaysSoInTheJobsLog) {
   jobs_.SetSchedulingConfig(
-      Policy("classes: {low: 0, high: 10}\ndefault_class: low\n"));
+      TestPolicy("classes: {low: 0, high: 10}\ndefault_class: low\n"));
   v1::Job job = *jobs_.Submit(WithPriority(1, "high"), false);
-  jobs_.SetSchedulingConfig(Policy("classes: {low: 0, top: 20}\ndefault_class: low\n"));
+  jobs_.SetSchedulingConfig(TestPolicy("classes: {low: 0, top: 20}\ndefault_class: low\n"));
   EXPECT_EQ(jobs_.Queue().jobs(0).priority(), 0);
   EXPECT_THAT(SchedulerNotes(Events(job.id())),
               testing::Contains(HasSubstr("priority class 'high' is no longer in "
