@@ -32,7 +32,8 @@ std::string PolicyLine(const v1::GetQueueResponse& queue) {
   return absl::StrCat("policy: ", queue.policy_origin(), "\nclasses: ",
                       absl::StrJoin(classes, ", "), "; fair-share half-life ",
                       absl::StrFormat("%g", queue.half_life_hours()),
-                      "h; backfill ", queue.backfill() ? "on" : "off", "\n");
+                      "h; backfill ", queue.backfill() ? "on" : "off",
+                      ", preemption ", queue.preemption() ? "on" : "off", "\n");
 }
 
 }  // namespace

@@ -362,8 +362,11 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
     StartJobLocked(jobs_.at(placement.job_id), placement, outbox);
   }
   for (const Preemption& preemption : result.preemptions) {
-    PreemptLocked(jobs_.at(preemption.victim), preemption.reason,
-                  preemption.grace_ms, outbox);
+    v1::Job& victim = jobs_.at(preemption.victim);
+    PreemptLocked(victim, preemption.reason, preemption.grace_ms, outbox);
+    // In the queue view at once, last (the next pass places it).
+    pass_order_.push_back(victim.id());
+    victim.set_pending_reason(PendingLocked(victim).not_ready);
   }
 }
 

@@ -288,6 +288,10 @@ class JobManager {
   absl::StatusOr<v1::Checkpoint> FindCheckpoint(const std::string& ref);
   // Scheduler input for a queued or restarting job.
   PendingJob PendingLocked(const v1::Job& job) const;
+  // Whether `rank` of `job`'s current generation still holds (or, for a
+  // preempted job whose agent has not reconnected since a coordinator
+  // restart, may hold) a slot while it stops.
+  bool StoppingLocked(const v1::Job& job, const v1::RankInfo& rank) const;
   // Scheduler input: the jobs whose ranks hold slots (those of a
   // restarting job are stopping), with their ETAs.
   std::vector<RunningJob> RunningLocked() const;

@@ -259,10 +259,7 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   pending.batch = job.spec().training().batch_size();
   int stopping = 0;
   for (const v1::RankInfo& rank : job.ranks()) {
-    if (registry_.Holds(rank.worker(),
-                        {job.id(), job.generation(), rank.rank()})) {
-      ++stopping;
-    }
+    stopping += StoppingLocked(job, rank);
   }
   if (stopping > 0) {
     pending.not_ready = absl::StrCat(
@@ -271,6 +268,19 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
         preempted ? "checkpoint and stop" : "stop");
   }
   return pending;
+}
+
+bool JobManager::StoppingLocked(const v1::Job& job,
+                                const v1::RankInfo& rank) const {
+  if (registry_.Holds(rank.worker(), {job.id(), job.generation(), rank.rank()})) {
+    return true;
+  }
+  // After a coordinator restart, a preempted generation's ranks whose
+  // agents have not reconnected yet may still be writing its checkpoint.
+  return job.state() == v1::JOB_STATE_PREEMPTED &&
+         reattach_deadline_ms_.count(job.id()) != 0 &&
+         rank.state() != v1::RANK_STATE_EXITED &&
+         rank.state() != v1::RANK_STATE_LOST;
 }
 
 std::vector<RunningJob> JobManager::RunningLocked() const {
@@ -285,10 +295,9 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
     }
     RunningJob r;
     for (const v1::RankInfo& rank : job.ranks()) {
-      if (!registry_.Holds(rank.worker(),
-                           {job.id(), job.generation(), rank.rank()})) {
-        continue;
-      }
+      const bool holds = registry_.Holds(
+          rank.worker(), {job.id(), job.generation(), rank.rank()});
+      if (!holds && !StoppingLocked(job, rank)) continue;
       ++r.slots;
       if (rank.gpu_slot()) ++r.gpu_slots;
     }
@@ -297,7 +306,14 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
     r.user = job.owner();
     r.priority = scheduling_.ValueOf(job.spec().priority());
     r.stopping = job.state() != v1::JOB_STATE_RUNNING;
-    r.started_unix_ms = job.started_unix_ms();
+    // Its first start: a restart or a resume does not make it the newest
+    // of its owner's jobs (the first to count as borrowing).
+    for (const v1::Transition& t : job.transitions()) {
+      if (t.to() == v1::JOB_STATE_RUNNING) {
+        r.started_unix_ms = t.time_unix_ms();
+        break;
+      }
+    }
     // Stopped without a checkpoint, it would lose all it trained.
     r.preemptible = !job.spec().checkpoint().dir().empty();
     r.grace_ms = scheduling_.GraceOf(job.spec().priority());
@@ -399,6 +415,7 @@ void JobManager::CheckReattachLocked(Outbox* outbox) {
     bool all_back = true;
     for (const v1::RankInfo& rank : job.ranks()) {
       if (rank.state() != v1::RANK_STATE_EXITED &&
+          rank.state() != v1::RANK_STATE_LOST &&
           !registry_.Holds(rank.worker(),
                            {id, job.generation(), rank.rank()})) {
         all_back = false;
@@ -411,9 +428,28 @@ void JobManager::CheckReattachLocked(Outbox* outbox) {
     }
   }
   for (const std::string& id : settled) reattach_deadline_ms_.erase(id);
+  bool stopped = false;
   for (const std::string& id : overdue) {
     reattach_deadline_ms_.erase(id);
     v1::Job& job = jobs_.at(id);
+    if (job.state() == v1::JOB_STATE_PREEMPTED) {
+      // Already stopping: what did not come back is lost, and the job
+      // resumes from its newest checkpoint when slots allow.
+      for (v1::RankInfo& rank : *job.mutable_ranks()) {
+        if (rank.state() == v1::RANK_STATE_EXITED ||
+            rank.state() == v1::RANK_STATE_LOST ||
+            registry_.Holds(rank.worker(), {id, job.generation(), rank.rank()})) {
+          continue;
+        }
+        rank.set_state(v1::RANK_STATE_LOST);
+        rank.set_message(absl::StrCat(
+            "its worker did not come back within ", reattach_grace_ms_ / 1000,
+            " s of the coordinator restarting"));
+      }
+      MarkDirtyLocked(id);
+      stopped = true;
+      continue;
+    }
     EndGenerationLocked(
         job,
         absl::StrCat("not every rank of generation ", job.generation(),
@@ -421,6 +457,7 @@ void JobManager::CheckReattachLocked(Outbox* outbox) {
                      " s of the coordinator restarting"),
         /*counted=*/false, outbox);
   }
+  if (stopped) ScheduleLocked(outbox);  // its slots may be all it waited for
 }
 
 void JobManager::MaybeGrowLocked(v1::Job& job, Outbox* outbox) {

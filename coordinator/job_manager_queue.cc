@@ -263,6 +263,7 @@ v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
   response.set_policy_origin(scheduling_.origin);
   response.set_half_life_hours(scheduling_.half_life_hours);
   response.set_backfill(scheduling_.backfill);
+  response.set_preemption(scheduling_.preemption);
   std::map<std::string, bool> users;
   for (const auto& [user, slots] : in_use) users[user] = true;
   for (const auto& [user, hours] : usage) users[user] = true;

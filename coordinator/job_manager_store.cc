@@ -66,7 +66,7 @@ absl::Status JobManager::Recover() {
           "Recover() must run once, before any job exists");
     }
     next_job_number_ = std::max(next_job_number_, state.next_job_number);
-    std::vector<std::string> running, restarting;
+    std::vector<std::string> running, restarting, preempted;
     for (StoredJob& stored : state.jobs) {
       const std::string id = stored.job.id();
       const bool is_final = IsFinal(stored.job.state());
@@ -94,9 +94,11 @@ absl::Status JobManager::Recover() {
         ++queued;
       } else if (job_state == v1::JOB_STATE_RUNNING) {
         running.push_back(id);
-      } else if (job_state == v1::JOB_STATE_RESTARTING ||
-                 job_state == v1::JOB_STATE_PREEMPTED) {
+      } else if (job_state == v1::JOB_STATE_RESTARTING) {
         restarting.push_back(id);
+      } else if (job_state == v1::JOB_STATE_PREEMPTED) {
+        restarting.push_back(id);
+        preempted.push_back(id);
       } else {
         ++finished;
       }
@@ -120,6 +122,18 @@ absl::Status JobManager::Recover() {
       rendezvous_.ExpectWorld({id, job.generation()}, job.world_size());
       reattach_deadline_ms_[id] = deadline;
       ++interrupted;
+    }
+    for (const std::string& id : preempted) {
+      // Its ranks may still be checkpointing: until their agents re-adopt
+      // them (and they stop), or the grace period ends, their slots are
+      // taken and the job does not resume from an older checkpoint.
+      for (v1::RankInfo& rank : *jobs_.at(id).mutable_ranks()) {
+        if (rank.state() == v1::RANK_STATE_RUNNING) {
+          rank.set_state(v1::RANK_STATE_ASSIGNED);
+        }
+      }
+      MarkDirtyLocked(id);
+      reattach_deadline_ms_[id] = deadline;
     }
     RebuildUsageLocked();
     ScheduleLocked(&outbox);  // refreshes the pending reasons

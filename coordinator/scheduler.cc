@@ -55,6 +55,7 @@ class Pass {
       if (r.stopping) {
         coming_ += r.slots;
         coming_gpu_ += r.gpu_slots;
+        own_stopping_[r.id] = {r.slots, r.gpu_slots};
       }
     }
     FindBorrowers();
@@ -188,11 +189,19 @@ class Pass {
   QuotaCheck CheckQuotas(const PendingJob& job) const {
     QuotaCheck check;
     const bool gpus = job.device == "cuda";
-    const InUse none;
-    auto use_of = [&none](const std::map<std::string, InUse>& m,
-                          const std::string& key) -> const InUse& {
+    // A restarting or preempted job's own stopping ranks are the slots it
+    // resumes on, not more of its owner's use.
+    InUse own;
+    if (auto it = own_stopping_.find(job.id); it != own_stopping_.end()) {
+      own = it->second;
+    }
+    auto use_of = [&own](const std::map<std::string, InUse>& m,
+                         const std::string& key) {
       auto it = m.find(key);
-      return it == m.end() ? none : it->second;
+      InUse use = it == m.end() ? InUse() : it->second;
+      use.slots -= own.slots;
+      use.gpus -= own.gpus;
+      return use;
     };
     if (const Quota* q = UserQuota(job.user)) {
       CheckOne(*q, use_of(user_use_, job.user), Fewest(job), gpus,
@@ -252,7 +261,10 @@ class Pass {
     const int free = cuda ? free_.free_gpu() : free_.free();
     if (!reserved_ && free < Fewest(job)) {
       if (Claim(job)) return;
-      if (in_.preemption && Preempt(job, quota.borrowing)) return;
+      // A job that would borrow takes idle slots only: were it to stop
+      // others, jobs within their quota (considered before it) would take
+      // the freed slots, and it would stop them again, for ever.
+      if (in_.preemption && !quota.borrowing && Preempt(job)) return;
     }
     if (reserved_) {
       return Wait(job, WaitKind::kBehind,
@@ -326,7 +338,7 @@ class Pass {
     return gpu ? victim.gpu_slots : victim.slots;
   }
 
-  bool Preempt(const PendingJob& job, bool job_borrows) {
+  bool Preempt(const PendingJob& job) {
     const bool gpu = job.device == "cuda";
     const int free = gpu ? free_.free_gpu() : free_.free();
     int& coming = gpu ? coming_gpu_ : coming_;
@@ -338,7 +350,7 @@ class Pass {
           Frees(r, gpu) == 0) {
         continue;
       }
-      if (r.priority < job.priority || (Borrows(r) && !job_borrows)) {
+      if (r.priority < job.priority || Borrows(r)) {
         candidates.push_back(&r);
       }
     }
@@ -384,8 +396,8 @@ class Pass {
                                     ": it borrowed slots beyond its quota and ",
                                     job.id, " is within its own");
       if (p.shrink_to > 0) {
-        absl::StrAppend(&p.reason, "; shrunk from ", v.slots, " to ",
-                        p.shrink_to, " ranks");
+        absl::StrAppend(&p.reason, "; it can go on with ", p.shrink_to,
+                        " of its ", v.slots, " ranks");
         coming += v.slots - p.shrink_to;
       } else {
         coming += Frees(v, gpu);
@@ -456,6 +468,7 @@ class Pass {
   int coming_ = 0, coming_gpu_ = 0;  // slots of stopping jobs not yet claimed
   std::set<std::string> victims_;
   std::set<std::string> borrowers_;  // running jobs beyond a quota
+  std::map<std::string, InUse> own_stopping_;  // stopping slots by job
   bool reserved_ = false;
   bool reserved_gpu_ = false;
   std::string reserved_for_;

@@ -30,12 +30,14 @@ namespace trainctl::coordinator {
 // are free for it, so starting it cannot delay the reserved one.
 //
 // Borrowing. A job beyond a quota that lets it borrow is considered after
-// every job within its quotas, so it takes only slots no such job wants.
+// every job within its quotas, so it takes only slots no such job wants,
+// and it never preempts (whatever its priority): what it freed would go to
+// the jobs within their quotas first, and it would stop them again.
 //
-// Preemption. A job that does not fit now may preempt running jobs of a
-// strictly lower priority, and a job within its quotas may preempt jobs
-// that borrow beyond theirs, whatever their priority; a job that writes no
-// checkpoints is never preempted. It takes the fewest,
+// Preemption. A job within its quotas that does not fit now may preempt
+// running jobs of a strictly lower priority and jobs that borrow beyond
+// their quotas, whatever their priority; a job that writes no checkpoints
+// is never preempted. It takes the fewest,
 // lowest: the lowest priority first, and of those the victims that free
 // enough with the fewest jobs; an elastic victim that can go on with fewer
 // ranks is shrunk instead. Slots of jobs already stopping count as coming

@@ -27,6 +27,7 @@ TEST(RenderQueueTest, ShowsThePolicyTheOrderAndEachUsersStanding) {
   q.set_policy_origin("/etc/trainctl/scheduling.yaml");
   q.set_half_life_hours(24);
   q.set_backfill(true);
+  q.set_preemption(false);
   for (auto [name, value, dflt] : {std::tuple<const char*, int, bool>{"high", 100, false},
                                    {"normal", 0, true}}) {
     v1::PriorityClassInfo* c = q.add_classes();
@@ -65,7 +66,8 @@ TEST(RenderQueueTest, ShowsThePolicyTheOrderAndEachUsersStanding) {
   const std::string out = RenderQueue(q, Ctx());
   EXPECT_THAT(out, HasSubstr("policy: /etc/trainctl/scheduling.yaml\n"));
   EXPECT_THAT(out, HasSubstr("classes: high 100, normal 0 (default); "
-                             "fair-share half-life 24h; backfill on"));
+                             "fair-share half-life 24h; backfill on, "
+                             "preemption off"));
   EXPECT_THAT(out, HasSubstr("POS  JOB"));
   EXPECT_THAT(out, HasSubstr("high 100"));
   EXPECT_THAT(out, HasSubstr("12.3"));

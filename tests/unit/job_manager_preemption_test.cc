@@ -15,6 +15,7 @@ namespace trainctl::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kPolicy[] =
     "classes: {low: {value: 0, grace_seconds: 30}, high: 10}\n"
@@ -80,10 +81,17 @@ TEST_F(JobManagerPreemptionTest, AHigherClassStopsALowerJobThatResumesWhereItSto
   EXPECT_TRUE(asked[0].checkpoint_first());
   EXPECT_EQ(asked[0].grace_ms(), 30'000);
   EXPECT_EQ(asked[0].generation(), 1);
-  // The urgent job waits for the slots it claimed, not behind anyone.
+  // The urgent job waits for the slots it claimed, not behind anyone; the
+  // victim is in the queue view at once.
   EXPECT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_QUEUED);
   EXPECT_THAT(jobs_.Get(high.id())->pending_reason(),
               HasSubstr("preempting job " + low.id()));
+  EXPECT_EQ(stopping.pending_reason(),
+            "waiting for 2 ranks of generation 1 to checkpoint and stop");
+  const v1::GetQueueResponse queue = jobs_.Queue();
+  ASSERT_EQ(queue.jobs_size(), 2);
+  EXPECT_EQ(queue.jobs(1).job_id(), low.id());
+  EXPECT_EQ(queue.jobs(1).state(), v1::JOB_STATE_PREEMPTED);
   bool said_preempting = false;
   for (const v1::JobEvent& e : Events(high.id())) {
     said_preempting |= e.has_log() &&
@@ -134,7 +142,7 @@ TEST_F(JobManagerPreemptionTest, AnElasticVictimComesBackAtOnceOnWhatIsLeft) {
   const v1::Job high = *jobs_.Submit(Checkpointing(2, "high"), false);
   const v1::Job shrinking = *jobs_.Get(elastic.id());
   ASSERT_EQ(shrinking.state(), v1::JOB_STATE_PREEMPTED);
-  EXPECT_THAT(shrinking.reason(), HasSubstr("shrunk from 3 to 2 ranks"));
+  EXPECT_THAT(shrinking.reason(), HasSubstr("it can go on with 2 of its 3 ranks"));
   ReportCheckpoint("w1", elastic.id(), 9);
   ExitAll(elastic.id(), kRankExitStopped);
   EXPECT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_RUNNING);
@@ -268,6 +276,58 @@ TEST_F(JobManagerPreemptionTest, AfterACoordinatorRestartTheStoppingRanksAreAske
   exit.set_exit_code(kRankExitStopped);
   ASSERT_TRUE(restarted.OnRankStatus("w1", exit).ok());
   EXPECT_EQ(restarted.Get(high.id())->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(JobManagerPreemptionTest, AfterARestartStoppingRanksWhoseAgentIsNotBackKeepTheirSlots) {
+  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
+  AddWorker("w1", 1);
+  AddWorker("w2", 1);
+  const v1::Job low = *jobs_.Submit(Checkpointing(2, "low"), false);
+  const v1::Job high = *jobs_.Submit(Checkpointing(2, "high"), false);
+  ASSERT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
+  ASSERT_TRUE(jobs_.Flush().ok());
+
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
+  restarted.SetSchedulingConfig(TestPolicy(kPolicy));
+  ASSERT_TRUE(restarted.Recover().ok());
+  restarted.StartReattachWindow();
+  // w1 is back (now with 2 slots) with rank 0, still checkpointing; w2,
+  // where rank 1 may be writing too, is not back yet.
+  v1::RegisterRequest reg;
+  reg.set_name("w1");
+  reg.set_slots(2);
+  v1::RankStatus* still = reg.add_ranks();
+  still->set_job_id(low.id());
+  still->set_generation(1);
+  still->set_rank(0);
+  still->set_running(true);
+  ASSERT_TRUE(restarted.RegisterWorker(reg, std::make_shared<FakeAgentLink>()).ok());
+  EXPECT_EQ(restarted.Get(low.id())->pending_reason(),
+            "waiting for 2 ranks of generation 1 to checkpoint and stop");
+  EXPECT_THAT(restarted.Get(high.id())->pending_reason(),
+              HasSubstr("waiting for slots of stopping jobs"));
+  v1::RankStatus exit;
+  exit.set_job_id(low.id());
+  exit.set_generation(1);
+  exit.set_exit_code(kRankExitStopped);
+  ASSERT_TRUE(restarted.OnRankStatus("w1", exit).ok());
+  EXPECT_EQ(restarted.Get(high.id())->state(), v1::JOB_STATE_RUNNING);
+  // Rank 1 may still be writing: the job does not resume from an older
+  // checkpoint meanwhile.
+  EXPECT_EQ(restarted.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
+  EXPECT_EQ(restarted.Get(low.id())->pending_reason(),
+            "waiting for 1 rank of generation 1 to checkpoint and stop");
+  // Its agent never comes back: past the window the rank is lost.
+  clock_.AdvanceMs(60'000);
+  restarted.Heartbeat("w1");
+  restarted.CheckLeases();
+  const v1::Job given_up = *restarted.Get(low.id());
+  EXPECT_EQ(given_up.ranks(1).state(), v1::RANK_STATE_LOST);
+  EXPECT_THAT(given_up.ranks(1).message(), HasSubstr("did not come back"));
+  EXPECT_EQ(given_up.state(), v1::JOB_STATE_PREEMPTED);
+  EXPECT_THAT(given_up.pending_reason(), Not(HasSubstr("to checkpoint and stop")));
 }
 
 }  // namespace

@@ -213,6 +213,36 @@ TEST(SchedulingPolicyTest, ABorrowerNeverPreemptsToBorrowMore) {
   EXPECT_EQ(r.waiting.at("alice-1"), "needs 2 slots; 0 of 4 registered slots free");
 }
 
+TEST(SchedulingPolicyTest, ABorrowerOfAHigherClassDoesNotPreemptEither) {
+  // Were alice's urgent job to stop bob's, bob's (within his quota, so
+  // considered first) would take the slots back, and it would stop it
+  // again: a job beyond its quota waits for idle slots.
+  SchedulingInput in = Cluster(0, 2);
+  in.user_quotas = {{"alice", {1, -1, true}}};
+  in.running = {Running("bob-1", 2, 0, "bob")};
+  in.pending = {Job("alice-1", 2, 100, "alice")};
+  const ScheduleResult r = Schedule(in);
+  EXPECT_TRUE(r.preemptions.empty());
+  EXPECT_EQ(r.wait_kinds.at("alice-1"), WaitKind::kReserved);
+}
+
+TEST(SchedulingPolicyTest, AResumingJobsOwnStoppingRanksDoNotCountAgainstItsQuota) {
+  // bob's 2-rank job restarts on the 2 slots its old ranks still hold:
+  // with a quota of 2 it is within it, not borrowing or over.
+  SchedulingInput in = Cluster(0, 2);
+  in.user_quotas = {{"bob", {2, -1, false}}};
+  RunningJob old = Running("bob-1", 2, 0, "bob");
+  old.stopping = true;
+  in.running = {old};
+  PendingJob again = Job("bob-1", 2, 0, "bob");
+  again.resuming = true;
+  again.not_ready = "waiting for 2 ranks of generation 1 to stop";
+  in.pending = {again};
+  const ScheduleResult r = Schedule(in);
+  EXPECT_EQ(r.wait_kinds.at("bob-1"), WaitKind::kNotReady);
+  EXPECT_EQ(r.waiting.at("bob-1"), "waiting for 2 ranks of generation 1 to stop");
+}
+
 TEST(SchedulingPolicyTest, PreemptsTheFewestLowestJobs) {
   SchedulingInput in = Cluster(0, 8);
   in.running = {Running("mid", 2, 50), Running("low-small", 1, 0),
@@ -256,7 +286,8 @@ TEST(SchedulingPolicyTest, AnElasticVictimIsShrunkWhenThatFreesEnough) {
   // 8 - 3 = 5 does not divide 48; 4 does.
   EXPECT_EQ(r.preemptions[0].shrink_to, 4);
   EXPECT_EQ(r.preemptions[0].reason,
-            "preempted by job urgent (priority 100 > 0); shrunk from 8 to 4 ranks");
+            "preempted by job urgent (priority 100 > 0); it can go on with 4 "
+            "of its 8 ranks");
 }
 
 TEST(SchedulingPolicyTest, SlotsOfStoppingJobsAreNotPreemptedForTwice) {

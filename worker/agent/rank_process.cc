@@ -303,6 +303,7 @@ RankProcess::~RankProcess() {
 void RankProcess::Terminate(int64_t grace_ms) {
   if (exited_.load()) return;
   std::lock_guard<std::mutex> lock(stop_mu_);
+  if (reaped_) return;
   const auto now = std::chrono::steady_clock::now();
   const Deadline kill_at = now + std::chrono::milliseconds(grace_ms);
   if (!term_sent_) {
@@ -321,7 +322,7 @@ void RankProcess::Terminate(int64_t grace_ms) {
 void RankProcess::CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) {
   if (exited_.load()) return;
   std::lock_guard<std::mutex> lock(stop_mu_);
-  if (stopping_) return;  // already asked, or already being terminated
+  if (stopping_ || reaped_) return;  // already asked, being ended, or gone
   kill(pid_, SIGUSR1);
   stopping_ = true;
   term_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
@@ -331,7 +332,7 @@ void RankProcess::CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) {
 
 void RankProcess::Escalate() {
   std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!exited_.load()) {
+  while (!reaped_) {
     const auto now = std::chrono::steady_clock::now();
     if (!term_sent_ && now >= term_at_) {
       kill(-pid_, SIGTERM);
@@ -387,6 +388,11 @@ void RankProcess::ReadFrames(int fd) {
 void RankProcess::WaitForExit() {
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  {
+    // From now on the pid may belong to another process: no more signals.
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    reaped_ = true;
   }
   // Readers finish when every holder of the pipes (the rank and anything it
   // spawned) is gone; kill stragglers of the group so that happens.

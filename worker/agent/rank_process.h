@@ -87,6 +87,7 @@ class RankProcess final : public RankHandle {
   std::condition_variable stop_cv_;
   bool stopping_ = false;   // GUARDED_BY(stop_mu_): killer_ started
   bool term_sent_ = false;  // GUARDED_BY(stop_mu_)
+  bool reaped_ = false;     // GUARDED_BY(stop_mu_): waitpid returned
   Deadline term_at_;        // GUARDED_BY(stop_mu_)
   Deadline kill_at_;        // GUARDED_BY(stop_mu_)
 };

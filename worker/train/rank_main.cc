@@ -8,6 +8,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <condition_variable>
@@ -31,9 +32,11 @@
 namespace trainctl::train {
 namespace {
 
-// Set by SIGUSR1: the agent asks the rank to checkpoint and stop (its job
-// was preempted). The training loop reads it once a step.
-volatile std::sig_atomic_t stop_requested = 0;
+// Set by SIGUSR1, on whichever thread takes it: the agent asks the rank to
+// checkpoint and stop (its job was preempted). The training loop reads it
+// once a step. Lock-free, so safe in a signal handler and across threads.
+std::atomic<bool> stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 
 // File descriptor the agent reads RankReport frames from.
 constexpr int kReportFd = 3;
@@ -190,7 +193,7 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.world_size = args.world_size;
   ctx.resume_path = launch.resume().path();
   ctx.faults = FaultHooks::FromEnvironment().ForJob(args.job_id);
-  ctx.stop_requested = [] { return stop_requested != 0; };
+  ctx.stop_requested = [] { return stop_requested.load(); };
   Reporter reporter;
   ctx.report = [&](const v1::MetricPoint& point) {
     v1::RankReport report;
@@ -270,9 +273,16 @@ int RunRank(const v1::RankLaunch& launch) {
   }
   if (result->stopped) {
     // The coordinator reads why from the exit code; people from this line.
-    std::cerr << "rank " << args.rank << ": asked to checkpoint and stop; "
-              << (args.rank == 0 ? "checkpointed" : "stopped") << " at step "
-              << result->steps << std::endl;
+    std::cerr << "rank " << args.rank << ": asked to checkpoint and stop; ";
+    if (!result->stop_checkpoint_error.empty()) {
+      std::cerr << "stopped at step " << result->steps << " but its checkpoint "
+                << "failed (" << result->stop_checkpoint_error << "); the job "
+                << "resumes from its previous checkpoint";
+    } else {
+      std::cerr << (args.rank == 0 ? "checkpointed" : "stopped") << " at step "
+                << result->steps;
+    }
+    std::cerr << std::endl;
   }
   if (ctx.group) {
     try {
@@ -298,7 +308,7 @@ int RankMain(int argc, char** argv) {
   // First: SIGUSR1's default action ends the process, and a preempted
   // job's agent may send it at any time from now on.
   struct sigaction on_stop {};
-  on_stop.sa_handler = [](int) { stop_requested = 1; };
+  on_stop.sa_handler = [](int) { stop_requested.store(true); };
   sigemptyset(&on_stop.sa_mask);
   on_stop.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &on_stop, nullptr);

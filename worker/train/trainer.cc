@@ -374,7 +374,8 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     comm_timer.Start();
     const torch::Tensor mean_loss = buckets.Finish();
     comm_timer.Stop();
-    bool stop = !local_sgd && buckets.StopVoted();
+    // No read for a job that cannot stop (it costs a wait for the device).
+    bool stop = !local_sgd && can_stop && buckets.StopVoted();
     progress.Enter(LoopPosition::Phase::kOptimizer);
     auto mark = Clock::now();
     bool finite = true;
@@ -452,15 +453,22 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     log_unsaved(checkpoints.Poll());  // a background write that has ended
     // The last step ends the run anyway: a stop there is a plain finish.
     stop = stop && step < total_steps;
-    if (checkpoints.Due(step, epoch_end) || stop) log_unsaved(save_checkpoint(step));
+    absl::Status saved;
+    if (checkpoints.Due(step, epoch_end) || stop) saved = save_checkpoint(step);
+    log_unsaved(saved);
     if (stop) {
       result.stopped = true;
+      if (!saved.ok()) result.stop_checkpoint_error = std::string(saved.message());
       break;
     }
   }
   if (checkpoints.writing()) progress.Enter(LoopPosition::Phase::kCheckpoint);
   if (absl::Status saved = checkpoints.Finish(); !saved.ok()) {
     std::cerr << saved.message() << std::endl;
+    // Async: the stop's own write, the last one in flight.
+    if (result.stopped && result.stop_checkpoint_error.empty()) {
+      result.stop_checkpoint_error = std::string(saved.message());
+    }
   }
   result.steps = step;
   result.checkpoints = checkpoints.written();

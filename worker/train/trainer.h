@@ -20,8 +20,10 @@ struct TrainResult {
   int64_t skipped_steps = 0;     // fp16 steps skipped for inf/nan gradients
   int64_t first_step = 0;        // where it resumed (0 = from scratch)
   int64_t checkpoints = 0;       // written by this rank
-  // It stopped before the end, on request, after checkpointing `steps`.
+  // It stopped before the end, on request, after checkpointing `steps`
+  // (rank 0: unless stop_checkpoint_error says why that write failed).
   bool stopped = false;
+  std::string stop_checkpoint_error;
   // What this rank contributed to the cross-rank values of the last train
   // metric: its own loss, step_ms, samples_per_sec and phase times.
   std::map<std::string, double> logged;

@@ -152,7 +152,8 @@ function listView(app) {
       const q = await getJson("/api/queue");
       const classes = (q.classes || []).map((c) => `${c.name} ${c.value || 0}${c.isDefault ? " (default)" : ""}`);
       policy.textContent = `policy: ${q.policyOrigin || ""}; classes ${classes.join(", ")}; ` +
-        `fair-share half-life ${q.halfLifeHours} h; backfill ${q.backfill ? "on" : "off"}`;
+        `fair-share half-life ${q.halfLifeHours} h; backfill ${q.backfill ? "on" : "off"}, ` +
+        `preemption ${q.preemption ? "on" : "off"}`;
       const waiting = q.jobs || [];
       queueBody.replaceChildren(...(waiting.length === 0
         ? [el("tr", {}, el("td", { colSpan: 9, className: "muted", text: "no job is waiting" }))]
