@@ -240,45 +240,10 @@ TEST_F(JobManagerPreemptionTest, CancellingAPreemptedJobEndsItsStoppingRanks) {
   EXPECT_FALSE(sent[1].checkpoint_first());  // now, not after a checkpoint
 }
 
-TEST_F(JobManagerPreemptionTest, AfterACoordinatorRestartTheStoppingRanksAreAskedAgain) {
-  jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
-  AddWorker("w1", 1);
-  const v1::Job low = *jobs_.Submit(Checkpointing(1, "low"), false);
-  const v1::Job high = *jobs_.Submit(Checkpointing(1, "high"), false);
-  ASSERT_EQ(jobs_.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
-  ASSERT_TRUE(jobs_.Flush().ok());
-
-  EventHub events;
-  Rendezvous rendezvous;
-  JobManager restarted(clock_, events, rendezvous, store_, 5'000, 1'000);
-  restarted.SetSchedulingConfig(TestPolicy(kPolicy));
-  ASSERT_TRUE(restarted.Recover().ok());
-  EXPECT_EQ(restarted.Get(low.id())->state(), v1::JOB_STATE_PREEMPTED);
-  auto link = std::make_shared<FakeAgentLink>();
-  v1::RegisterRequest reg;
-  reg.set_name("w1");
-  reg.set_slots(1);
-  v1::RankStatus* still = reg.add_ranks();  // still writing its checkpoint
-  still->set_job_id(low.id());
-  still->set_generation(1);
-  still->set_rank(0);
-  still->set_running(true);
-  ASSERT_TRUE(restarted.RegisterWorker(reg, link).ok());
-  std::vector<v1::CancelRanks> asked = CancelsOf(*link, low.id());
-  ASSERT_EQ(asked.size(), 1u);
-  EXPECT_TRUE(asked[0].checkpoint_first());
-  EXPECT_EQ(asked[0].grace_ms(), 30'000);
-  // Its slot stays taken until it stops; then the urgent job starts.
-  EXPECT_EQ(restarted.Get(high.id())->state(), v1::JOB_STATE_QUEUED);
-  v1::RankStatus exit;
-  exit.set_job_id(low.id());
-  exit.set_generation(1);
-  exit.set_exit_code(kRankExitStopped);
-  ASSERT_TRUE(restarted.OnRankStatus("w1", exit).ok());
-  EXPECT_EQ(restarted.Get(high.id())->state(), v1::JOB_STATE_RUNNING);
-}
-
-TEST_F(JobManagerPreemptionTest, AfterARestartStoppingRanksWhoseAgentIsNotBackKeepTheirSlots) {
+// After a coordinator restart the preempted job's ranks are asked again to
+// checkpoint and stop, and those whose agent is not back yet keep their
+// slots until the re-attach window ends.
+TEST_F(JobManagerPreemptionTest, AfterARestartStoppingRanksAreAskedAgainAndKeepTheirSlots) {
   jobs_.SetSchedulingConfig(TestPolicy(kPolicy));
   AddWorker("w1", 1);
   AddWorker("w2", 1);
@@ -303,7 +268,13 @@ TEST_F(JobManagerPreemptionTest, AfterARestartStoppingRanksWhoseAgentIsNotBackKe
   still->set_generation(1);
   still->set_rank(0);
   still->set_running(true);
-  ASSERT_TRUE(restarted.RegisterWorker(reg, std::make_shared<FakeAgentLink>()).ok());
+  auto link = std::make_shared<FakeAgentLink>();
+  ASSERT_TRUE(restarted.RegisterWorker(reg, link).ok());
+  // Asked again, with its class's grace.
+  std::vector<v1::CancelRanks> asked = CancelsOf(*link, low.id());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_TRUE(asked[0].checkpoint_first());
+  EXPECT_EQ(asked[0].grace_ms(), 30'000);
   EXPECT_EQ(restarted.Get(low.id())->pending_reason(),
             "waiting for 2 ranks of generation 1 to checkpoint and stop");
   EXPECT_THAT(restarted.Get(high.id())->pending_reason(),
