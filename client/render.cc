@@ -146,6 +146,13 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
                                                job.preemptions() == 1 ? " time"
                                                                       : " times")
                                 : ""));
+  for (const v1::Straggler& s : job.stragglers()) {
+    out += Field("Straggler",
+                 absl::StrFormat("rank %d on %s: %.2fx its peers' %s time per "
+                                 "step (since step %d)",
+                                 s.rank(), s.worker(), s.ratio(), s.phase(),
+                                 s.since_step()));
+  }
   if (!job.resume_from().path().empty()) {
     out += Field("Resumed from",
                  absl::StrCat(job.resume_from().job_id(), " step ",

@@ -299,6 +299,13 @@ void ReadFaultTolerance(SpecReader& top, int ranks,
   f->set_first_step_timeout_s(
       s.Double("first_step_timeout_s", phase_default, 0.5, 86'400.0));
   f->set_elastic(s.Bool("elastic", false));
+  f->set_straggler_ratio(s.Double("straggler_ratio", 1.5, 0, 100));
+  if (f->straggler_ratio() != 0 && f->straggler_ratio() <= 1) {
+    s.Error(s.Path("straggler_ratio"),
+            absl::StrCat(f->straggler_ratio(), " would call every rank a "
+                         "straggler; give a ratio above 1, or 0 for never"));
+  }
+  f->set_straggler_steps(s.Int("straggler_steps", 50, 1, 1'000'000));
   if (f->min_workers() > ranks) {
     s.Error(s.Path("min_workers"), absl::StrCat(f->min_workers(), " is more than ranks (",
                                         ranks, ")"));

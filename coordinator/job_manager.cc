@@ -379,6 +379,7 @@ void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,
   job.clear_ranks();
   job.clear_pending_reason();
   job.clear_progress();
+  job.clear_stragglers();
   job.set_world_size(static_cast<int>(workers.size()));
   *job.mutable_resume_from() = ResumePointLocked(job);
   std::map<std::string, v1::CoordinatorMessage> per_worker;

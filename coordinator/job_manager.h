@@ -300,6 +300,10 @@ class JobManager {
                                     int rank) const;
   void Deliver(const Outbox& outbox);
 
+  // Rank 0 found a straggler, or one that is back: kept in the job (for
+  // status and the dashboard) and said in its log, naming the worker.
+  void NoteStragglerLocked(v1::Job& job, const v1::MetricPoint& point);
+
   // --- durable state (job_manager_store.cc) ---
   // Says in the job's log that `dropped` reports of `rank` were cut.
   void RecordDroppedLocked(v1::Job& job, int rank, int64_t dropped,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/rank_exit.h"
 #include "common/utf8_sanitize.h"
 #include "coordinator/hang_detector.h"
@@ -124,6 +125,9 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
     *job.mutable_latest_eval() = point;
   } else if (point.kind() == "train") {
     *job.mutable_latest_train() = point;
+  } else if (point.kind() == "straggler" &&
+             metrics.generation() == job.generation()) {
+    NoteStragglerLocked(job, point);
   }
   // The job is not marked dirty: its latest points and total steps are
   // rebuilt from the metric events at Recover, and writing the whole job
@@ -138,6 +142,47 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
   }
   turn.Save();
   return absl::OkStatus();
+}
+
+void JobManager::NoteStragglerLocked(v1::Job& job,
+                                     const v1::MetricPoint& point) {
+  const auto value = [&point](const char* key) {
+    auto it = point.values().find(key);
+    return it == point.values().end() ? 0.0 : it->second;
+  };
+  const int rank = static_cast<int>(value("rank"));
+  if (rank < 0 || rank >= job.ranks_size()) return;
+  const std::string phase = value("phase") == 0 ? "data" : "compute";
+  const std::string& worker = job.ranks(rank).worker();
+  auto* list = job.mutable_stragglers();
+  for (int i = 0; i < list->size(); ++i) {
+    if (list->Get(i).rank() == rank && list->Get(i).phase() == phase) {
+      list->DeleteSubrange(i, 1);
+      break;
+    }
+  }
+  std::string line;
+  if (value("recovered") != 0) {
+    line = absl::StrFormat(
+        "[trainctl] straggler: rank %d on worker %s is back within its "
+        "peers' %s time (%.2fx their median at step %d)",
+        rank, worker, phase, value("ratio"), point.step());
+  } else {
+    v1::Straggler* s = list->Add();
+    s->set_rank(rank);
+    s->set_worker(worker);
+    s->set_phase(phase);
+    s->set_ratio(value("ratio"));
+    s->set_since_step(point.step());
+    line = absl::StrFormat(
+        "[trainctl] straggler: rank %d on worker %s spends %.2fx its peers' "
+        "median %s time per step (%d steps in a row, at step %d); every rank "
+        "waits for it in the all-reduce, the job goes on",
+        rank, worker, value("ratio"), phase,
+        static_cast<int64_t>(value("steps")), point.step());
+  }
+  RecordNoteLocked(job, rank, line);
+  MarkDirtyLocked(job.id());
 }
 
 absl::Status JobManager::OnRankLog(const std::string& worker,

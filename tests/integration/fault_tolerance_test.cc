@@ -131,6 +131,39 @@ TEST(FaultToleranceTest, HungRankIsNamedAndTheJobRecovers) {
               HasSubstr("from the checkpoint at step 20"));
 }
 
+// A rank that computes slower than its peer (slow_compute, from step 0) is
+// named with its worker in the job's log and in status, and nothing is
+// restarted for it.
+TEST(FaultToleranceTest, AStragglerIsNamedAndTheJobGoesOn) {
+  std::unique_ptr<LocalCluster> cluster;
+  {
+    ScopedEnv fault("TRAINCTL_FAULT", "slow_compute:rank=1,step=0,ms=40");
+    cluster = std::make_unique<LocalCluster>(2, 1, 1);
+  }
+  // 20 steps, a log window every 8.
+  const v1::Job job = cluster->Submit(
+      SmallJobSpec(2, 1280, 1, "fault_tolerance: {straggler_steps: 16}\n"));
+  const v1::Job done = WaitUntilFinal(*cluster, job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  EXPECT_EQ(done.restarts(), 0);
+  const std::string slow_worker = done.ranks(1).worker();
+  ASSERT_EQ(done.stragglers_size(), 1);
+  EXPECT_EQ(done.stragglers(0).rank(), 1);
+  EXPECT_EQ(done.stragglers(0).worker(), slow_worker);
+  EXPECT_EQ(done.stragglers(0).phase(), "compute");
+  EXPECT_EQ(done.stragglers(0).since_step(), 16);
+  std::string log;
+  for (const v1::JobEvent& e : cluster->Events(job.id())) {
+    if (e.has_log()) log += e.log().text() + "\n";
+  }
+  EXPECT_THAT(log, HasSubstr("[trainctl] straggler: rank 1 on worker " +
+                             slow_worker + " spends"));
+  EXPECT_THAT(log, HasSubstr("median compute time per step (16 steps in a row, "
+                             "at step 16)"));
+  const CliResult status = cluster->Cli({"status", job.id()});
+  EXPECT_THAT(status.output, HasSubstr("Straggler:   rank 1 on " + slow_worker));
+}
+
 // Written on the training thread, and with checkpoint.async on the
 // background writer's while training goes on: either way the rank dies,
 // and the job resumes from the checkpoint before.

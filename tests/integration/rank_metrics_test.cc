@@ -222,6 +222,44 @@ TEST_F(RankMetricsTest, RankZeroReportsTheMinMeanAndMaxOfEveryRanksValues) {
 // never averaged: with the parameters held still (a learning rate too small
 // to move a float32 weight), 1 rank and 4 ranks (uneven slices of 250 eval
 // samples) report the same numbers.
+// A rank made slow in compute (the test-only slow_compute hook) is reported
+// by rank 0 once it has been slow for straggler_steps steps; training goes
+// on. With straggler_ratio 0 nothing is reported.
+TEST_F(RankMetricsTest, RankZeroNamesARankThatComputesSlowerThanItsPeers) {
+  for (const double ratio : {1.5, 0.0}) {
+    SCOPED_TRACE(ratio);
+    v1::JobSpec spec = MakeSpec(2);
+    spec.mutable_fault_tolerance()->set_straggler_ratio(ratio);
+    spec.mutable_fault_tolerance()->set_straggler_steps(8);
+    reported_.clear();
+    const std::vector<TrainResult> ranks =
+        TrainRanksAsThreads(spec, [&](int rank, RankContext& ctx) {
+          ctx.job_id = "job-1";
+          ctx.report = [this](const v1::MetricPoint& point) {
+            std::lock_guard<std::mutex> lock(mu_);
+            reported_.push_back(point);
+          };
+          if (rank == 1) {
+            ctx.faults = *FaultHooks::Parse("slow_compute:rank=1,step=0,ms=60");
+          }
+        });
+    ASSERT_EQ(ranks.size(), 2u);
+    EXPECT_EQ(ranks[0].steps, 12);  // not stopped for it
+    const std::vector<v1::MetricPoint> found = Reported("straggler");
+    if (ratio == 0) {
+      EXPECT_TRUE(found.empty());
+      continue;
+    }
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0].step(), 8);  // two windows of 4 steps
+    EXPECT_EQ(Value(found[0], "rank"), 1);
+    EXPECT_EQ(Value(found[0], "phase"), 1);  // compute
+    EXPECT_GT(Value(found[0], "ratio"), 1.5);
+    EXPECT_EQ(Value(found[0], "steps"), 8);
+    EXPECT_EQ(Value(found[0], "recovered"), 0);
+  }
+}
+
 TEST_F(RankMetricsTest, ClassMetricsAreExactWhateverTheNumberOfRanks) {
   auto last_eval = [&](int ranks) {
     reported_.clear();

@@ -51,6 +51,20 @@ TEST(StatusRenderTest, StartingJobSaysWhichRanksItWaitsFor) {
   EXPECT_THAT(s, Not(HasSubstr("ETA:")));
 }
 
+TEST(StatusRenderTest, AStragglerIsNamedWithItsWorkerAndPhase) {
+  v1::Job job = StartingJob();
+  v1::Straggler* s = job.add_stragglers();
+  s->set_rank(2);
+  s->set_worker("node-c");
+  s->set_phase("compute");
+  s->set_ratio(1.84);
+  s->set_since_step(120);
+  EXPECT_THAT(RenderJobStatus(job, Ctx()),
+              HasSubstr("Straggler:   rank 2 on node-c: 1.84x its peers' "
+                        "compute time per step (since step 120)\n"));
+  EXPECT_THAT(RenderJobStatus(StartingJob(), Ctx()), Not(HasSubstr("Straggler")));
+}
+
 TEST(StatusRenderTest, TrainingJobShowsEtaStepTimeAndRankPhases) {
   v1::Job job = StartingJob();
   for (v1::RankInfo& r : *job.mutable_ranks()) r.set_joined(true);

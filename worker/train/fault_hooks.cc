@@ -18,7 +18,8 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
     fault.kind = std::string(kind_args[0]);
     if (fault.kind != "hang" && fault.kind != "exit" &&
         fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient" &&
-        fault.kind != "slow_join" && fault.kind != "wait_for_stop") {
+        fault.kind != "slow_join" && fault.kind != "wait_for_stop" &&
+        fault.kind != "slow_compute") {
       return absl::InvalidArgumentError(
           absl::StrCat("TRAINCTL_FAULT: unknown kind '", fault.kind, "'"));
     }
@@ -40,6 +41,8 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
           fault.generation = static_cast<int>(value);
         } else if (parts[0] == "job") {
           fault.job = value;
+        } else if (parts[0] == "ms") {
+          fault.ms = value;
         } else {
           return absl::InvalidArgumentError(
               absl::StrCat("TRAINCTL_FAULT: unknown key '", parts[0], "'"));
@@ -80,6 +83,17 @@ FaultHooks FaultHooks::ForJob(const std::string& job_id) const {
     }
   }
   return hooks;
+}
+
+int64_t FaultHooks::DelayMs(absl::string_view kind, int rank, int generation,
+                            int64_t step) const {
+  for (const Fault& f : faults_) {
+    if (f.kind == kind && f.rank == rank && f.generation == generation &&
+        step >= f.step) {
+      return f.ms;
+    }
+  }
+  return 0;
 }
 
 bool FaultHooks::Fires(absl::string_view kind, int rank, int generation,

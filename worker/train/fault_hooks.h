@@ -27,6 +27,8 @@ namespace trainctl::train {
 //   wait_for_stop        the rank waits before step S until it is asked to
 //                        checkpoint and stop (a preemption arrives at a
 //                        known step)
+//   slow_compute         from step S on, the rank's forward and backward
+//                        take ms=N milliseconds longer (a straggler)
 // generation defaults to 1, so a restarted generation runs clean; job=N
 // limits the entry to job-N (ForJob), so other jobs of the cluster run clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line
@@ -42,6 +44,10 @@ class FaultHooks {
   // Without the entries of other jobs than `job_id`.
   FaultHooks ForJob(const std::string& job_id) const;
 
+  // For kinds that last (slow_compute): the entry's ms from its step on.
+  int64_t DelayMs(absl::string_view kind, int rank, int generation,
+                  int64_t step) const;
+
   bool Fires(absl::string_view kind, int rank, int generation,
              int64_t step) const;
 
@@ -54,6 +60,7 @@ class FaultHooks {
     int64_t step = 0;
     int generation = 1;
     int64_t job = 0;  // job-N only; 0: every job
+    int64_t ms = 0;   // slow_compute: the delay
   };
   std::vector<Fault> faults_;
 };

@@ -26,6 +26,7 @@
 #include "worker/train/optim/schedule.h"
 #include "worker/train/rank_spread.h"
 #include "worker/train/stream_timer.h"
+#include "worker/support/straggler_watch.h"
 #include "worker/support/tensorboard_writer.h"
 
 namespace trainctl::train {
@@ -258,6 +259,15 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   };
 
   const bool local_sgd = t.local_sgd_steps() > 0;
+  // Rank 0 names a rank whose own work stays above its peers'.
+  std::optional<StragglerWatch> stragglers;
+  const v1::FaultToleranceSpec& ft = spec.fault_tolerance();
+  if (ctx.rank == 0 && ctx.world_size > 1 && ft.straggler_ratio() > 0) {
+    StragglerWatch::Options options;
+    options.ratio = ft.straggler_ratio();
+    options.min_steps = ft.straggler_steps();
+    stragglers.emplace(options);
+  }
   BatchPlan plan;
   plan.seed = spec.seed();
   plan.steps_per_epoch = steps_per_epoch;
@@ -366,6 +376,10 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
         }
         scaled.backward();
       }
+      if (const int64_t ms = ctx.faults.DelayMs("slow_compute", ctx.rank,
+                                                ctx.generation, step)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      }
       window.compute += Seconds(mark);
     }
     if (sample_log.is_open()) sample_log.flush();
@@ -438,6 +452,21 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       }
       if (scaler) values["loss_scale"] = scaler->scale();
       report("train", step, epoch, values);
+      if (stragglers) {
+        std::vector<StragglerWatch::RankTimes> times;
+        for (const auto& row : rank_rows) {
+          times.push_back({row[kDataMs], row[kComputeMs]});
+        }
+        for (const StragglerWatch::Report& s :
+             stragglers->Observe(times, window.steps)) {
+          report("straggler", step, epoch,
+                 {{"rank", s.rank},
+                  {"phase", static_cast<double>(s.phase)},
+                  {"ratio", s.ratio},
+                  {"steps", static_cast<double>(s.steps)},
+                  {"recovered", s.recovered ? 1.0 : 0.0}});
+        }
+      }
       window = StepTimes();
     }
     const bool epoch_end = step % steps_per_epoch == 0 || step == total_steps;

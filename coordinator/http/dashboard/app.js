@@ -234,6 +234,8 @@ function jobView(app, id) {
       fact("Generation", String(j.generation || 0)),
       fact("Restarts", String(j.restarts || 0)),
       fact("Preempted", String(j.preemptions || 0)),
+      fact("Stragglers", (j.stragglers || []).map((s) =>
+        `rank ${s.rank || 0} on ${s.worker}: ${fmt(num(s.ratio))}× ${s.phase}`).join("; ") || "none"),
       fact("Priority", (j.spec && j.spec.priority) || "–"),
       fact("World size", String(j.worldSize || 0)));
     bar.style.width = total > 0 && step > 0 ? `${Math.min(100, (100 * step) / total)}%` : "0%";
