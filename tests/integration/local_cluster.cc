@@ -245,9 +245,12 @@ LocalCluster::~LocalCluster() {
 }
 
 std::vector<std::string> LocalCluster::CliArgv(
-    const std::vector<std::string>& args, const std::string& coordinator) const {
+    const std::vector<std::string>& args, const std::string& coordinator,
+    const std::string& token) const {
   std::vector<std::string> argv{std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
-  for (const std::string& flag : CliFlags(admin_token_)) argv.push_back(flag);
+  for (const std::string& flag : CliFlags(token.empty() ? admin_token_ : token)) {
+    argv.push_back(flag);
+  }
   if (!coordinator.empty()) argv[2] = coordinator;  // after "--coordinator"
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
@@ -255,7 +258,13 @@ std::vector<std::string> LocalCluster::CliArgv(
 
 CliResult LocalCluster::Cli(const std::vector<std::string>& args,
                             std::chrono::seconds timeout) {
-  const std::vector<std::string> argv = CliArgv(args);
+  return CliAs(admin_token_, args, timeout);
+}
+
+CliResult LocalCluster::CliAs(const std::string& token,
+                              const std::vector<std::string>& args,
+                              std::chrono::seconds timeout) {
+  const std::vector<std::string> argv = CliArgv(args, "", token);
   static int counter = 0;
   const std::string log = dir_ + "/cli-" + std::to_string(++counter) + ".out";
   Process cli(argv, log);

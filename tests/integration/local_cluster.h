@@ -98,12 +98,16 @@ class LocalCluster {
 
   // The command line that runs trainctl with `args` against this cluster
   // (or against `coordinator` when given): the one place that says how the
-  // CLI reaches a coordinator.
+  // CLI reaches a coordinator. As the admin unless `token` is given.
   std::vector<std::string> CliArgv(const std::vector<std::string>& args,
-                                   const std::string& coordinator = "") const;
-  // Runs the trainctl CLI against this cluster.
+                                   const std::string& coordinator = "",
+                                   const std::string& token = "") const;
+  // Runs the trainctl CLI against this cluster (as the admin).
   CliResult Cli(const std::vector<std::string>& args,
                 std::chrono::seconds timeout = std::chrono::seconds(120));
+  // The same with the identity of `token` (AddUser's).
+  CliResult CliAs(const std::string& token, const std::vector<std::string>& args,
+                  std::chrono::seconds timeout = std::chrono::seconds(120));
   // Starts the trainctl CLI against this cluster without waiting; its
   // stdout and stderr go to log_path.
   std::unique_ptr<Process> CliInBackground(const std::vector<std::string>& args,

@@ -62,20 +62,6 @@ class SchedulingTest : public ::testing::Test {
     return resp.job();
   }
 
-  // The CLI with `token`'s identity.
-  CliResult CliAs(const std::string& token, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {std::string(TRAINCTL_BIN_DIR) + "/trainctl"};
-    for (const std::string& flag : cluster_->CliFlags(token)) argv.push_back(flag);
-    argv.insert(argv.end(), args.begin(), args.end());
-    const std::string log = cluster_->dir() + "/cli-as-" + std::to_string(++cli_runs_) + ".out";
-    Process cli(argv, log);
-    CliResult result;
-    result.exit_code = cli.Wait(seconds(60));
-    std::ifstream in(log);
-    result.output.assign(std::istreambuf_iterator<char>(in), {});
-    return result;
-  }
-
   // Polls the coordinator's log for `text` (bounded).
   bool WaitForLog(const std::string& text) {
     const auto deadline = std::chrono::steady_clock::now() + seconds(30);
@@ -98,7 +84,6 @@ class SchedulingTest : public ::testing::Test {
   std::string policy_ = files_.path() + "/scheduling.yaml";
   std::unique_ptr<LocalCluster> cluster_;
   std::string alice_, bob_;
-  int cli_runs_ = 0;
 };
 
 TEST_F(SchedulingTest, QuotasAndNeverFitsBlockNoOneAndAReloadTakesEffect) {
@@ -151,11 +136,11 @@ TEST_F(SchedulingTest, QuotasAndNeverFitsBlockNoOneAndAReloadTakesEffect) {
   EXPECT_EQ(WaitRunning(alices_second.id()).state(), v1::JOB_STATE_RUNNING);
 
   // The owner moves her waiting job; another user may not.
-  CliResult moved = CliAs(alice_, {"priority", alices_second.id(), "low"});
+  CliResult moved = cluster_->CliAs(alice_, {"priority", alices_second.id(), "low"});
   EXPECT_EQ(moved.exit_code, 0) << moved.output;
   EXPECT_THAT(moved.output, HasSubstr("priority low, RUNNING"));
   EXPECT_EQ(cluster_->GetJob(alices_second.id()).spec().priority(), "low");
-  CliResult refused_move = CliAs(bob_, {"priority", alices_second.id(), "normal"});
+  CliResult refused_move = cluster_->CliAs(bob_, {"priority", alices_second.id(), "normal"});
   EXPECT_EQ(refused_move.exit_code, 5) << refused_move.output;
   EXPECT_THAT(refused_move.output, HasSubstr("belongs to alice"));
 
