@@ -22,6 +22,7 @@
 #include "client/config.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
+#include "client/history_command.h"
 #include "client/live_terminal.h"
 #include "client/login_command.h"
 #include "client/render.h"
@@ -321,6 +322,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
 
   StreamArgs stream_args;
   StreamCommands stream = AddStreamCommands(app, stream_args);
+  HistoryArgs history_args;
+  CLI::App* history = AddHistoryCommand(app, &history_args);
 
   bool version_client_only = false;
   CLI::App* version = AddVersionCommand(app, &version_client_only);
@@ -431,6 +434,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (watch->parsed()) return CmdWatch(env, job_id, watch_plain);
   if (workers->parsed()) return CmdWorkers(env);
   if (queue->parsed()) return CmdQueue(env);
+  if (history->parsed()) return CmdHistory(env, history_args);
   if (priority->parsed()) return CmdPriority(env, job_id, priority_class);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }

@@ -100,6 +100,21 @@ absl::StatusOr<v1::ListJobsResponse> CoordinatorClient::ListJobs(
   return all;
 }
 
+absl::StatusOr<v1::GetHistoryResponse> CoordinatorClient::GetHistory(
+    v1::GetHistoryRequest request) {
+  request.clear_page_token();
+  v1::GetHistoryResponse all;
+  do {
+    absl::StatusOr<v1::GetHistoryResponse> page =
+        Unary(&v1::Jobs::Stub::GetHistory, request);
+    if (!page.ok()) return page.status();
+    for (v1::JobAccount& job : *page->mutable_jobs()) *all.add_jobs() = std::move(job);
+    all.set_as_of_unix_ms(page->as_of_unix_ms());
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return all;
+}
+
 absl::StatusOr<v1::Job> CoordinatorClient::CancelJob(
     const std::string& job_id, const std::string& reason) {
   v1::CancelJobRequest request;

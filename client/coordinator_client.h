@@ -47,6 +47,8 @@ class CoordinatorClient {
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::GetQueueResponse> GetQueue();
+  // Every page of the answer, in one response (page_token ignored).
+  absl::StatusOr<v1::GetHistoryResponse> GetHistory(v1::GetHistoryRequest request);
   absl::StatusOr<v1::Job> SetJobPriority(const std::string& job_id,
                                          const std::string& priority);
   absl::StatusOr<v1::ListCheckpointsResponse> ListCheckpoints(

@@ -5,6 +5,7 @@
 // an admin everyone's; every worker is visible, but which ranks run where
 // only for the caller's own jobs.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ class CallerView {
   absl::StatusOr<JobManager::Page> JobsPage(
       const std::vector<v1::JobState>& states, const std::string& page_token,
       size_t max_jobs, size_t max_bytes) const;
+  // One page of accounting (GetHistory): the caller's jobs, or `owner`'s
+  // (PERMISSION_DENIED naming them unless that is the caller or the caller
+  // is an admin), that existed in the request's window, as of `now_ms`.
+  absl::StatusOr<v1::GetHistoryResponse> History(
+      const v1::GetHistoryRequest& request, int64_t now_ms) const;
   // NOT_FOUND for an unknown id; PERMISSION_DENIED naming the owner and
   // `action` ("read", "cancel", ...) for another user's job.
   absl::StatusOr<v1::Job> Job(const std::string& job_id,

@@ -326,6 +326,12 @@ void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
   t.set_to(to);
   t.set_time_unix_ms(now);
   t.set_reason(reason);
+  if (to == v1::JOB_STATE_RUNNING) {  // what accounting charges the period with
+    t.set_slots(job.world_size());
+    int gpu = 0;
+    for (const v1::RankInfo& rank : job.ranks()) gpu += rank.gpu() ? 1 : 0;
+    t.set_gpu_slots(gpu);
+  }
   *job.add_transitions() = t;
   job.set_state(to);
   job.set_reason(reason);

@@ -88,6 +88,8 @@ class JobManager {
   absl::StatusOr<v1::SubmitJobResponse> DryRunOnWorker(
       const std::string& spec_text, const std::string& resume_from = "",
       const std::string& owner = "");
+  // The coordinator's clock, for answers stamped with it (GetHistory).
+  int64_t NowUnixMs() const { return clock_.NowUnixMs(); }
   // NOT_FOUND for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
   // In submission order; all jobs when `states` is empty.

@@ -271,6 +271,18 @@ grpc::Status JobsService::SetJobPriority(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status JobsService::GetHistory(grpc::ServerContext* ctx,
+                                     const v1::GetHistoryRequest* req,
+                                     v1::GetHistoryResponse* resp) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::StatusOr<v1::GetHistoryResponse> history =
+      CallerView(jobs_, *caller).History(*req, jobs_.NowUnixMs());
+  if (!history.ok()) return ToGrpcStatus(history.status());
+  *resp = *std::move(history);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobsService::ListCheckpoints(grpc::ServerContext* ctx,
                                           const v1::ListCheckpointsRequest* req,
                                           v1::ListCheckpointsResponse* resp) {

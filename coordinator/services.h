@@ -79,6 +79,8 @@ class JobsService final : public v1::Jobs::Service {
   grpc::Status SetJobPriority(grpc::ServerContext*,
                               const v1::SetJobPriorityRequest* req,
                               v1::Job* resp) override;
+  grpc::Status GetHistory(grpc::ServerContext*, const v1::GetHistoryRequest* req,
+                          v1::GetHistoryResponse* resp) override;
 
  private:
   // The job, when the calling person may touch it; `action` ("cancel",

@@ -2,9 +2,11 @@
 // with --scheduling, users with their own tokens, one 3-slot worker. A user
 // over quota waits while another user's job starts, a job that can never
 // fit holds up no smaller one, `trainctl queue` shows both and why, and a
-// SIGHUP with a new file lets the waiting job start.
+// SIGHUP with a new file lets the waiting job start. `trainctl history`
+// then accounts each user's jobs.
 
 #include <gmock/gmock.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
@@ -147,6 +149,36 @@ TEST_F(SchedulingTest, QuotasAndNeverFitsBlockNoOneAndAReloadTakesEffect) {
   for (const std::string& id : {alices_first.id(), alices_second.id(), huge.id()}) {
     cluster_->Cli({"cancel", id});
   }
+
+  // Accounting: each user sees their own jobs; an admin sees everyone's.
+  CliResult alices = cluster_->CliAs(alice_, {"history", "-o", "json"});
+  ASSERT_EQ(alices.exit_code, 0) << alices.output;
+  v1::GetHistoryResponse history;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(alices.output, &history).ok())
+      << alices.output;
+  ASSERT_EQ(history.jobs_size(), 2) << alices.output;
+  for (const v1::JobAccount& job : history.jobs()) {
+    EXPECT_EQ(job.owner(), "alice");
+    EXPECT_EQ(job.state(), v1::JOB_STATE_CANCELLED);
+    EXPECT_EQ(job.ranks(), 1);
+    EXPECT_GT(job.first_started_unix_ms(), 0);
+    EXPECT_GT(job.slot_hours(), 0);
+    EXPECT_DOUBLE_EQ(job.slot_hours(), job.running_ms() / 3.6e6);
+  }
+  CliResult peek = cluster_->CliAs(alice_, {"history", "--user", "bob"});
+  EXPECT_EQ(peek.exit_code, 5) << peek.output;
+  EXPECT_THAT(peek.output, HasSubstr("bob's jobs"));
+  CliResult bobs_jobs = cluster_->Cli({"history", "--user", "bob", "--since", "1d"});
+  ASSERT_EQ(bobs_jobs.exit_code, 0) << bobs_jobs.output;
+  EXPECT_THAT(bobs_jobs.output, HasSubstr(bobs.id()));
+  EXPECT_THAT(bobs_jobs.output, HasSubstr(huge.id()));
+  EXPECT_THAT(bobs_jobs.output, ::testing::Not(HasSubstr(alices_first.id())));
+  EXPECT_THAT(bobs_jobs.output, HasSubstr("2 jobs: "));
+  CliResult before = cluster_->Cli({"history", "--since", "2020-01-01", "--until", "2020-01-02"});
+  EXPECT_EQ(before.output, "No jobs in this window.\n");
+  CliResult bad = cluster_->Cli({"history", "--since", "last week"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("--since: 'last week' is neither a date"));
 }
 
 }  // namespace

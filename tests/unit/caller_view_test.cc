@@ -69,6 +69,49 @@ TEST_F(CallerViewTest, AnotherUsersJobIsRefusedNamingTheOwnerAndTheAction) {
   EXPECT_TRUE(CallerView(jobs_, kRoot).Job("job-2", "cancel").ok());
 }
 
+// GetHistory: the caller's jobs, another owner's only for an admin; pages
+// by a job-id token like ListJobs.
+TEST_F(CallerViewTest, HistoryIsTheCallersAndPagesLikeTheList) {
+  auto ids = [](const v1::GetHistoryResponse& history) {
+    std::vector<std::string> out;
+    for (const v1::JobAccount& job : history.jobs()) out.push_back(job.job_id());
+    return out;
+  };
+  const int64_t now = clock_.NowUnixMs();
+  v1::GetHistoryRequest request;
+  absl::StatusOr<v1::GetHistoryResponse> mine = CallerView(jobs_, kAlice).History(request, now);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_THAT(ids(*mine), ElementsAre("job-1"));
+  EXPECT_EQ(mine->jobs(0).owner(), "alice");
+  EXPECT_EQ(mine->as_of_unix_ms(), now);
+  EXPECT_THAT(ids(*CallerView(jobs_, kRoot).History(request, now)),
+              ElementsAre("job-1", "job-2"));
+
+  request.set_owner("bob");
+  absl::Status refused = CallerView(jobs_, kAlice).History(request, now).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("bob's jobs"));
+  EXPECT_THAT(ids(*CallerView(jobs_, kRoot).History(request, now)), ElementsAre("job-2"));
+
+  request.clear_owner();
+  request.set_page_size(1);
+  v1::GetHistoryResponse first = *CallerView(jobs_, kRoot).History(request, now);
+  EXPECT_THAT(ids(first), ElementsAre("job-1"));
+  EXPECT_EQ(first.next_page_token(), "job-1");
+  request.set_page_token(first.next_page_token());
+  v1::GetHistoryResponse second = *CallerView(jobs_, kRoot).History(request, now);
+  EXPECT_THAT(ids(second), ElementsAre("job-2"));
+  EXPECT_EQ(second.next_page_token(), "");
+
+  request.clear_page_token();
+  request.set_until_unix_ms(1);  // before every submission
+  EXPECT_TRUE(CallerView(jobs_, kRoot).History(request, now)->jobs().empty());
+  request.set_since_unix_ms(5);
+  EXPECT_EQ(CallerView(jobs_, kRoot).History(request, now).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CallerView(jobs_, kWorker).History({}, now)->jobs().empty());
+}
+
 TEST_F(CallerViewTest, WorkersShowOnlyTheCallersRanks) {
   std::vector<v1::WorkerInfo> mine = CallerView(jobs_, kAlice).Workers();
   ASSERT_EQ(mine.size(), 1u);
