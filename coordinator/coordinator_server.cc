@@ -159,6 +159,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                                      Security security)
     : options_(std::move(options)),
       clock_(clock),
+      build_{options_.version, options_.grpc_version, options_.protobuf_version,
+             clock_.NowUnixMs()},
       store_(store != nullptr ? std::move(store)
                               : std::make_unique<InMemoryJobStore>()),
       security_(security.auth != nullptr ? std::move(security)
@@ -174,13 +176,11 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
       jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
       jobs_service_(jobs_, events_, stopping_, *security_.auth,
-                    options_.torchscript,
-                    {options_.version, options_.grpc_version,
-                     options_.protobuf_version, clock_.NowUnixMs()}),
+                    options_.torchscript, build_),
       workers_service_(jobs_, *security_.auth, security_.ca),
       rendezvous_service_(rendezvous_, *security_.auth),
       http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_,
-                   security_.auth->HttpBearerCheck()),
+                   security_.auth->HttpBearerCheck(), build_),
       http_server_(
           [this](const http::HttpRequest& request) {
             return http_routes_.Handle(request);

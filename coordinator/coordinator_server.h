@@ -144,6 +144,7 @@ class CoordinatorServer {
 
   const CoordinatorOptions options_;
   const Clock& clock_;
+  const ServerBuild build_;  // started_unix_ms: when this server was made
   std::atomic<bool> stopping_{false};
   std::unique_ptr<JobStore> store_;
   Security security_;

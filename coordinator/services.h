@@ -16,6 +16,7 @@
 #include "coordinator/event_hub.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/server_build.h"
 #include "trainctl/v1/jobs.grpc.pb.h"
 #include "trainctl/v1/rendezvous.grpc.pb.h"
 #include "trainctl/v1/workers.grpc.pb.h"
@@ -31,12 +32,6 @@ absl::Status CheckModelAllowed(TorchScriptPolicy policy,
                                const auth::Caller& caller,
                                const std::string& spec_text);
 
-// What GetServerInfo says of the coordinator itself.
-struct ServerBuild {
-  std::string version = "unknown", grpc_version = "unknown",
-              protobuf_version = "unknown";
-  int64_t started_unix_ms = 0;
-};
 
 class JobsService final : public v1::Jobs::Service {
  public:

@@ -4,6 +4,8 @@
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "coordinator/job_accounting.h"
 #include "coordinator/job_state.h"
 
 namespace trainctl::coordinator::http {
@@ -34,7 +36,26 @@ bool TrainValue(const v1::Job& job, const char* key, double* v) {
   return true;
 }
 
+// An eval point's timings and counts (eval_ms, eval_samples), which are
+// not results: they go to their own families, not trainctl_job_eval.
+bool IsEvalTiming(const std::string& key) {
+  return absl::EndsWith(key, "_ms") || key == "eval_samples";
+}
+
 }  // namespace
+
+void WriteBuildInfo(const ServerBuild& build, PrometheusText& out) {
+  out.Family("trainctl_build_info", "gauge",
+             "1, labelled with the coordinator's version and the gRPC and "
+             "Protobuf it was built with.");
+  out.Sample({{"version", build.version},
+              {"grpc", build.grpc_version},
+              {"protobuf", build.protobuf_version}},
+             1);
+  out.Family("trainctl_coordinator_start_time_seconds", "gauge",
+             "Unix time the coordinator process started.");
+  out.Sample({}, build.started_unix_ms / 1000.0);
+}
 
 std::string StateLabel(v1::JobState state) {
   return absl::AsciiStrToLower(StateName(state));
@@ -89,14 +110,35 @@ void WriteClusterMetrics(const std::vector<v1::Job>& jobs,
   // The job's name and state ride on an info series only, so a rename or a
   // state change does not start new series for every other metric.
   out.Family("trainctl_job_info", "gauge",
-             "1 per job shown: its name and state (active jobs and jobs "
-             "ended in the last 10 minutes).");
+             "1 per job shown: its name, owner and state (active jobs and "
+             "jobs ended in the last 10 minutes).");
   for (const v1::Job* job : shown) {
     out.Sample({{"job", job->id()},
                 {"name", job->spec().name()},
+                {"owner", job->owner()},
                 {"state", StateLabel(job->state())}},
                1);
   }
+  std::map<const v1::Job*, v1::JobAccount> accounts;
+  for (const v1::Job* job : shown) accounts[job] = AccountJob(*job, {}, now_unix_ms);
+  PerJob(out, shown, "trainctl_job_submitted_timestamp_seconds", "gauge",
+         "Unix time the job was submitted.", [](const v1::Job& j, double* v) {
+           *v = j.created_unix_ms() / 1000.0;
+           return true;
+         });
+  PerJob(out, shown, "trainctl_job_start_timestamp_seconds", "gauge",
+         "Unix time the job first started running (none before).",
+         [&](const v1::Job& j, double* v) {
+           *v = accounts.at(&j).first_started_unix_ms() / 1000.0;
+           return accounts.at(&j).first_started_unix_ms() > 0;
+         });
+  PerJob(out, shown, "trainctl_job_slot_seconds_total", "counter",
+         "Slot time the job used: each RUNNING period times the ranks it "
+         "held (trainctl history's slot-hours, in seconds).",
+         [&](const v1::Job& j, double* v) {
+           *v = accounts.at(&j).slot_hours() * 3600.0;
+           return true;
+         });
   PerJob(out, shown, "trainctl_job_step", "gauge",
          "Optimizer steps done, as of the latest train metric.",
          [](const v1::Job& j, double* v) {
@@ -116,6 +158,16 @@ void WriteClusterMetrics(const std::vector<v1::Job>& jobs,
          });
   PerJob(out, shown, "trainctl_job_loss", "gauge", "Latest training loss.",
          [](const v1::Job& j, double* v) { return TrainValue(j, "loss", v); });
+  PerJob(out, shown, "trainctl_job_learning_rate", "gauge",
+         "Learning rate of the latest training step.",
+         [](const v1::Job& j, double* v) { return TrainValue(j, "lr", v); });
+  PerJob(out, shown, "trainctl_job_step_seconds", "gauge",
+         "Time per optimizer step over the latest logging window.",
+         [](const v1::Job& j, double* v) {
+           if (!TrainValue(j, "step_ms", v)) return false;
+           *v /= 1000.0;
+           return true;
+         });
   PerJob(out, shown, "trainctl_job_samples_per_second", "gauge",
          "Training throughput of the latest logging window.",
          [](const v1::Job& j, double* v) {
@@ -140,15 +192,32 @@ void WriteClusterMetrics(const std::vector<v1::Job>& jobs,
          });
   out.Family("trainctl_job_eval", "gauge",
              "Latest evaluation results, one series per metric "
-             "(eval_loss, eval_accuracy, eval_f1, eval_perplexity, ...).");
+             "(eval_loss, eval_accuracy, eval_f1, eval_perplexity, ...); "
+             "its time and sample count are trainctl_job_eval_seconds and "
+             "trainctl_job_eval_samples.");
   for (const v1::Job* job : shown) {
     // std::map: a stable order, so the output is deterministic.
     std::map<std::string, double> values(job->latest_eval().values().begin(),
                                          job->latest_eval().values().end());
     for (const auto& [key, value] : values) {
-      out.Sample({{"job", job->id()}, {"metric", key}}, value);
+      if (!IsEvalTiming(key)) out.Sample({{"job", job->id()}, {"metric", key}}, value);
     }
   }
+  auto eval_value = [](const v1::Job& j, const char* key, double* v) {
+    auto it = j.latest_eval().values().find(key);
+    if (it == j.latest_eval().values().end()) return false;
+    *v = it->second;
+    return true;
+  };
+  PerJob(out, shown, "trainctl_job_eval_seconds", "gauge",
+         "How long the latest evaluation took.", [&](const v1::Job& j, double* v) {
+           if (!eval_value(j, "eval_ms", v)) return false;
+           *v /= 1000.0;
+           return true;
+         });
+  PerJob(out, shown, "trainctl_job_eval_samples", "gauge",
+         "Samples the latest evaluation covered.",
+         [&](const v1::Job& j, double* v) { return eval_value(j, "eval_samples", v); });
 }
 
 }  // namespace trainctl::coordinator::http

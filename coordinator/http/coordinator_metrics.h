@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "coordinator/http/prometheus_text.h"
+#include "coordinator/server_build.h"
 #include "trainctl/v1/jobs.pb.h"
 
 namespace trainctl::coordinator::http {
@@ -23,6 +24,10 @@ inline constexpr int64_t kFinishedJobRetentionMs = 10 * 60 * 1000;
 void WriteClusterMetrics(const std::vector<v1::Job>& jobs,
                          const std::vector<v1::WorkerInfo>& workers,
                          int64_t now_unix_ms, PrometheusText& out);
+
+// trainctl_build_info (version, gRPC, Protobuf) and
+// trainctl_coordinator_start_time_seconds.
+void WriteBuildInfo(const ServerBuild& build, PrometheusText& out);
 
 // "queued", "running", ...: the state label's values.
 std::string StateLabel(v1::JobState state);

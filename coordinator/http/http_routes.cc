@@ -159,6 +159,7 @@ HttpResponse HttpRoutes::Metrics(const auth::Caller& caller) const {
   PrometheusText out;
   // A user's scrape covers their own jobs; an admin's (Prometheus's token
   // should be one) the whole cluster.
+  WriteBuildInfo(build_, out);
   WriteClusterMetrics(CallerView(jobs_, caller).Jobs(), jobs_.Workers(),
                       clock_.NowUnixMs(), out);
   rpc_stats_.WriteTo(out);

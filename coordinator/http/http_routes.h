@@ -24,6 +24,7 @@
 #include "coordinator/http/http_request.h"
 #include "coordinator/http/rpc_stats.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/server_build.h"
 
 namespace trainctl::coordinator::http {
 
@@ -32,13 +33,14 @@ class HttpRoutes {
   // `bearer_check` null: no authentication (an --insecure coordinator).
   HttpRoutes(JobManager& jobs, EventHub& events, const RpcStats& rpc_stats,
              const Clock& clock, const std::atomic<bool>& stopping,
-             auth::BearerCheck bearer_check = nullptr)
+             auth::BearerCheck bearer_check = nullptr, ServerBuild build = {})
       : jobs_(jobs),
         events_(events),
         rpc_stats_(rpc_stats),
         clock_(clock),
         stopping_(stopping),
-        bearer_check_(std::move(bearer_check)) {}
+        bearer_check_(std::move(bearer_check)),
+        build_(std::move(build)) {}
 
   // Thread-safe; never blocks for long (no long-polls).
   HttpResponse Handle(const HttpRequest& request) const;
@@ -60,6 +62,7 @@ class HttpRoutes {
   const Clock& clock_;
   const std::atomic<bool>& stopping_;
   const auth::BearerCheck bearer_check_;
+  const ServerBuild build_;
 };
 
 }  // namespace trainctl::coordinator::http

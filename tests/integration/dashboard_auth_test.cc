@@ -81,6 +81,11 @@ TEST_F(DashboardAuthTest, TheTokenInTheFragmentShowsTheUsersOwnJobs) {
   EXPECT_NE(list.find("data-job=\"job-1\""), std::string::npos);
   EXPECT_EQ(list.find("job-2"), std::string::npos);
   EXPECT_NE(list.find("<td>alice</td>"), std::string::npos);  // the owner
+  // Why it is in its state, and the worker's heartbeat as an age.
+  const size_t reason = list.find("<td class=\"reason\" title=\"");
+  ASSERT_NE(reason, std::string::npos) << list;
+  EXPECT_NE(list.find("(generation 1)</td>", reason), std::string::npos) << list;
+  EXPECT_NE(list.find(" ago</td>"), std::string::npos) << list;
   EXPECT_EQ(list.find("id=\"token-prompt\""), std::string::npos);
   // The job page of her own job, the token again from the fragment.
   const std::string job = Page("/jobs/job-1#token=alice-token", 4'000);

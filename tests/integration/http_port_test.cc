@@ -193,8 +193,19 @@ TEST_F(HttpPortTest, MetricsParseAndJobCountersMoveWhileAJobRuns) {
   EXPECT_EQ(Value(during, "trainctl_slots_free"), 0);
   // The name label round-trips through escaping and the parser unchanged.
   EXPECT_EQ(Value(during, "trainctl_job_info",
-                  {{"job", id}, {"name", kNastyName}, {"state", "running"}}),
+                  {{"job", id}, {"name", kNastyName}, {"owner", job.owner()},
+                   {"state", "running"}}),
             1);
+  EXPECT_GT(Value(during, "trainctl_job_start_timestamp_seconds", {{"job", id}}).value_or(0), 0);
+  int build_infos = 0;  // the versions main.cc was built with, not "unknown"
+  for (const Sample& s : during) {
+    if (s.name != "trainctl_build_info") continue;
+    ++build_infos;
+    EXPECT_EQ(s.labels.at("version"), TRAINCTL_VERSION);
+    EXPECT_NE(s.labels.at("grpc"), "unknown");
+    EXPECT_NE(s.labels.at("protobuf"), "unknown");
+  }
+  EXPECT_EQ(build_infos, 1);
   EXPECT_GT(Value(during, "trainctl_job_step", {{"job", id}}).value_or(0), 0);
   EXPECT_TRUE(Value(during, "trainctl_job_loss", {{"job", id}}).has_value());
   EXPECT_EQ(Value(during, "trainctl_job_world_size", {{"job", id}}), 2);
@@ -219,6 +230,12 @@ TEST_F(HttpPortTest, MetricsParseAndJobCountersMoveWhileAJobRuns) {
   EXPECT_GT(accuracy, 0.3);  // Fashion-MNIST MLP after 2 epochs
   EXPECT_LE(accuracy, 1.0);
   EXPECT_GT(Value(after, "trainctl_job_samples_per_second", {{"job", id}}).value_or(0), 0);
+  // A schedule may have decayed the lr to 0 at the last step.
+  EXPECT_GE(Value(after, "trainctl_job_learning_rate", {{"job", id}}).value_or(-1), 0);
+  EXPECT_GT(Value(after, "trainctl_job_step_seconds", {{"job", id}}).value_or(0), 0);
+  EXPECT_GT(Value(after, "trainctl_job_slot_seconds_total", {{"job", id}}).value_or(0), 0);
+  EXPECT_GT(Value(after, "trainctl_job_eval_seconds", {{"job", id}}).value_or(0), 0);
+  EXPECT_FALSE(Value(after, "trainctl_job_eval", {{"job", id}, {"metric", "eval_ms"}}));
   // RPCs: our one submit, and the GetJob polls timed in the histogram.
   EXPECT_EQ(Value(after, "trainctl_rpc_requests_total",
                   {{"method", "/trainctl.v1.Jobs/SubmitJob"}, {"code", "OK"}}),

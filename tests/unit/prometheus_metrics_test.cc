@@ -70,7 +70,18 @@ TEST(ClusterMetrics, CountsJobsWorkersSlotsAndShowsRecentJobs) {
   running.mutable_latest_train()->set_epoch(1);
   (*running.mutable_latest_train()->mutable_values())["loss"] = 0.5;
   (*running.mutable_latest_train()->mutable_values())["samples_per_sec"] = 1200;
+  (*running.mutable_latest_train()->mutable_values())["lr"] = 0.001;
+  (*running.mutable_latest_train()->mutable_values())["step_ms"] = 250;
   (*running.mutable_latest_eval()->mutable_values())["eval_accuracy"] = 0.75;
+  (*running.mutable_latest_eval()->mutable_values())["eval_ms"] = 1500;
+  (*running.mutable_latest_eval()->mutable_values())["eval_samples"] = 2000;
+  running.set_owner("alice");
+  running.set_created_unix_ms(now - 7'200'000);
+  v1::Transition* start = running.add_transitions();
+  start->set_from(v1::JOB_STATE_QUEUED);
+  start->set_to(v1::JOB_STATE_RUNNING);
+  start->set_time_unix_ms(now - 3'600'000);
+  start->set_slots(4);
   running.set_total_steps(100);
   running.set_restarts(2);
   running.set_generation(3);
@@ -106,7 +117,18 @@ TEST(ClusterMetrics, CountsJobsWorkersSlotsAndShowsRecentJobs) {
   EXPECT_TRUE(Has(t, "trainctl_worker_last_heartbeat_timestamp_seconds"
                      "{worker=\"w1\"} 1699999999.5"));
   EXPECT_TRUE(Has(t, "trainctl_job_info{job=\"job-1\",name=\"n \\\"job-1\\\"\","
-                     "state=\"running\"} 1"));
+                     "owner=\"alice\",state=\"running\"} 1"));
+  EXPECT_TRUE(Has(t, "trainctl_job_submitted_timestamp_seconds{job=\"job-1\"} 1699992800"));
+  EXPECT_TRUE(Has(t, "trainctl_job_start_timestamp_seconds{job=\"job-1\"} 1699996400"));
+  EXPECT_EQ(t.find("trainctl_job_start_timestamp_seconds{job=\"job-2\"}"), std::string::npos);
+  EXPECT_TRUE(Has(t, "trainctl_job_slot_seconds_total{job=\"job-1\"} 14400"));
+  EXPECT_TRUE(Has(t, "trainctl_job_learning_rate{job=\"job-1\"} 0.001"));
+  EXPECT_TRUE(Has(t, "trainctl_job_step_seconds{job=\"job-1\"} 0.25"));
+  // Eval results apart from the eval's own time and size.
+  EXPECT_TRUE(Has(t, "trainctl_job_eval_seconds{job=\"job-1\"} 1.5"));
+  EXPECT_TRUE(Has(t, "trainctl_job_eval_samples{job=\"job-1\"} 2000"));
+  EXPECT_EQ(t.find("metric=\"eval_ms\""), std::string::npos);
+  EXPECT_EQ(t.find("metric=\"eval_samples\""), std::string::npos);
   EXPECT_TRUE(Has(t, "trainctl_job_step{job=\"job-1\"} 40"));
   EXPECT_TRUE(Has(t, "trainctl_job_total_steps{job=\"job-1\"} 100"));
   EXPECT_TRUE(Has(t, "trainctl_job_epoch{job=\"job-1\"} 1"));
@@ -120,6 +142,15 @@ TEST(ClusterMetrics, CountsJobsWorkersSlotsAndShowsRecentJobs) {
   EXPECT_EQ(t.find("trainctl_job_loss{job=\"job-2\"}"), std::string::npos);
   EXPECT_NE(t.find("trainctl_job_info{job=\"job-3\""), std::string::npos);
   EXPECT_EQ(t.find("job=\"job-4\""), std::string::npos);
+}
+
+TEST(ClusterMetrics, BuildInfoNamesTheVersionsAndTheStartTime) {
+  PrometheusText out;
+  WriteBuildInfo({"0.9.0", "1.51.1", "3.21.12", 1'700'000'000'500}, out);
+  EXPECT_TRUE(Has(out.text(), "trainctl_build_info{version=\"0.9.0\",grpc=\"1.51.1\","
+                              "protobuf=\"3.21.12\"} 1"))
+      << out.text();
+  EXPECT_TRUE(Has(out.text(), "trainctl_coordinator_start_time_seconds 1700000000.5"));
 }
 
 TEST(RpcStats, CountsByCodeAndTimesUnaryCallsOnly) {

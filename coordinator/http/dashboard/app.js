@@ -102,6 +102,22 @@ function num(v) { return v === undefined || v === null ? NaN : Number(v); }
 function fmt(v) { return Number.isFinite(v) ? formatNumber(v) : "–"; }
 function stateCell(s) { return el("span", { className: `state state-${stateName(s)}`, text: stateName(s) }); }
 function timeText(ms) { const n = num(ms); return n > 0 ? new Date(n).toLocaleString() : "–"; }
+// An age from now: "4 s ago" (a clock a little ahead of the browser's reads "just now").
+function agoText(ms) {
+  const n = num(ms);
+  if (!(n > 0)) return "–";
+  const s = (Date.now() - n) / 1000;
+  if (s < 1) return "just now";
+  if (s < 90) return `${Math.round(s)} s ago`;
+  if (s < 5400) return `${Math.round(s / 60)} min ago`;
+  return `${(s / 3600).toFixed(1)} h ago`;
+}
+// What a job waits for, or why it is in its state (a long one is cut; the
+// whole text is its tooltip).
+function reasonCell(j) {
+  const text = j.pendingReason || j.reason || "";
+  return el("td", { className: "reason", text, title: text });
+}
 // An estimated start, from now: "in 12 min".
 function untilText(ms) {
   const n = num(ms);
@@ -123,7 +139,7 @@ function listView(app) {
   const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
   app.replaceChildren(
     el("h1", { text: "Jobs" }),
-    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"]), jobsBody),
+    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"], ["Reason"]), jobsBody),
     el("h2", { text: "Queue" }), policy,
     el("table", { id: "queue" }, head(["#", "num"], ["Job"], ["Name"], ["Owner"], ["Priority"], ["Ranks", "num"], ["Usage (slot-h)", "num"], ["Starts"], ["Waiting for"]), queueBody),
     el("h2", { text: "Workers" }),
@@ -145,7 +161,8 @@ function listView(app) {
           el("td", { className: "num", text: fmt(num(v.loss)) }),
           el("td", { className: "num", text: fmt(num(v.samples_per_sec)) }),
           el("td", { className: "num", text: String(j.restarts || 0) }),
-          el("td", { text: timeText(j.createdUnixMs) }));
+          el("td", { text: timeText(j.createdUnixMs) }),
+          reasonCell(j));
       }));
       document.body.dataset.jobs = String(jobs.length);
       // In the order the scheduler considers them (docs/scheduling.md).
@@ -176,7 +193,7 @@ function listView(app) {
       workersBody.replaceChildren(...workers.map((w) => el("tr", {},
         el("td", { text: w.name }), el("td", { text: w.host }),
         el("td", { className: "num", text: `${w.slotsFree} / ${w.slotsTotal}` }),
-        el("td", { text: timeText(w.lastHeartbeatUnixMs) }),
+        el("td", { text: agoText(w.lastHeartbeatUnixMs), title: timeText(w.lastHeartbeatUnixMs) }),
         el("td", { text: (w.running || []).join(", ") }))));
       setConn(true);
     } catch (e) {

@@ -70,7 +70,10 @@ function drawChart(container, title, series) {
     t.textContent = formatNumber(y);
     svg.appendChild(t);
   }
-  for (const [x, anchor] of [[pts[0][0], "start"], [pts[pts.length - 1][0], "end"]]) {
+  // One point (one eval so far): one label under it, not the same one twice.
+  const xLabels = pts.length === 1 ? [[pts[0][0], "middle"]]
+    : [[pts[0][0], "start"], [pts[pts.length - 1][0], "end"]];
+  for (const [x, anchor] of xLabels) {
     const t = svgEl("text", { class: "label", x: sx(x), y: H - 8, "text-anchor": anchor });
     t.textContent = `step ${x}`;
     svg.appendChild(t);
