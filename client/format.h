@@ -48,6 +48,10 @@ std::string FormatAge(int64_t then_unix_ms, int64_t now_unix_ms);
 std::string FormatClock(int64_t unix_ms, absl::TimeZone tz);
 std::string FormatTimestamp(int64_t unix_ms, absl::TimeZone tz);
 
+// Views for people count epochs from 1, as `training.epochs: 3` runs epochs
+// 1 to 3; JSON and CSV keep the metric's 0-based `epoch` field.
+inline int64_t EpochForPeople(int32_t epoch) { return int64_t{epoch} + 1; }
+
 // One metric value with a precision that suits the key ("loss 0.4321").
 std::string FormatMetricValue(const std::string& key, double value);
 // "loss 0.4321 lr 0.001 samples/s 5230.1 grad_norm 1.25": well-known keys

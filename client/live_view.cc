@@ -70,7 +70,7 @@ std::string ProgressLine(const LiveModel& model, const LiveViewOptions& options)
   std::string tail = absl::StrCat(" step ", step);
   if (total > 0) absl::StrAppend(&tail, "/", total);
   if (last != nullptr) {
-    absl::StrAppend(&tail, "  epoch ", last->epoch() + 1);
+    absl::StrAppend(&tail, "  epoch ", EpochForPeople(last->epoch()));
     if (job.spec().training().epochs() > 0) {
       absl::StrAppend(&tail, "/", job.spec().training().epochs());
     }
@@ -128,12 +128,22 @@ std::vector<std::string> RankRows(const LiveModel& model, size_t max_rows) {
     }
     return rows;
   }
+  // The ranks' progress comes with their agents' heartbeats, up to a couple
+  // of seconds behind the metrics. In synchronous data parallelism a logged
+  // step was finished by every rank (each took part in its all-reduce), so
+  // no rank is behind it; under local SGD the ranks may drift between
+  // averages, and their own reports stand.
+  int64_t logged_step = -1;
+  if (model.trained_this_generation && !model.recent_train.empty() &&
+      job.spec().training().local_sgd_steps() <= 0) {
+    logged_step = model.recent_train.back().step();
+  }
   std::vector<std::vector<std::string>> table;
   for (const v1::RankInfo& r : job.ranks()) {
     std::string step = "-", phase = "-";
     for (const v1::RankProgress& p : job.progress()) {
       if (p.rank() != r.rank()) continue;
-      step = absl::StrCat(p.step());
+      step = absl::StrCat(std::max(p.step(), logged_step));
       phase = p.phase();
     }
     if (r.state() == v1::RANK_STATE_EXITED) {

@@ -68,7 +68,7 @@ std::string SpecSummary(const v1::JobSpec& spec) {
 std::string MetricSummary(const v1::MetricPoint& point,
                           const RenderContext& ctx) {
   return absl::StrCat(FormatMetricValues(point, ctx.wide), " (step ", point.step(),
-                      ", epoch ", point.epoch(), ", at ",
+                      ", epoch ", EpochForPeople(point.epoch()), ", at ",
                       FormatClock(point.time_unix_ms(), ctx.tz), ")");
 }
 
@@ -325,7 +325,7 @@ std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
       eval.push_back(absl::StrFormat("%s=%.4g", name, c.metrics().at(name)));
     }
     std::sort(eval.begin(), eval.end());
-    rows.push_back({absl::StrCat(c.step()), absl::StrCat(c.epoch()),
+    rows.push_back({absl::StrCat(c.step()), absl::StrCat(EpochForPeople(c.epoch())),
                     absl::StrCat(c.samples_in_epoch()),
                     absl::StrCat(c.world_size()),
                     absl::StrFormat("%.1f MB", c.bytes() / 1e6),
@@ -366,7 +366,7 @@ std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,
         absl::StrAppend(&step, "/", total_steps);
       }
       std::string line = absl::StrCat(FormatClock(ms, ctx.tz), " ", kind,
-                                      " step ", step, " epoch ", m.epoch());
+                                      " step ", step, " epoch ", EpochForPeople(m.epoch()));
       const std::string values = FormatMetricValues(m, ctx.wide);
       if (!values.empty()) absl::StrAppend(&line, " ", values);
       return line;

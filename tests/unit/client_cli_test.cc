@@ -150,7 +150,7 @@ TEST_F(CliTest, SubmitFollowExitsByFinalState) {
   const std::string path = WriteSpec("name: ok\n");
   EXPECT_EQ(Run({"submit", path.c_str(), "--follow"}), 0);
   EXPECT_THAT(out_, HasSubstr("j-1\n"));
-  EXPECT_THAT(out_, HasSubstr("train step 10/100 epoch 0 loss 0.5000\n"));
+  EXPECT_THAT(out_, HasSubstr("train step 10/100 epoch 1 loss 0.5000\n"));
   EXPECT_THAT(out_, HasSubstr("RUNNING -> SUCCEEDED: because\n"));
 }
 

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <sstream>
 
 #include "client/live_terminal.h"
@@ -232,6 +234,39 @@ TEST(LiveViewTest, TrainingJobShowsBarLossSparklineAndSlowestRank) {
   }
   EXPECT_EQ(marked, 1);
   EXPECT_THAT(lines, Not(testing::Contains(HasSubstr("starting:"))));
+}
+
+// Heartbeat progress lags the metrics: a rank row never shows a step
+// before the last logged one (every rank finished it), unless the ranks
+// drift on their own under local SGD.
+TEST(LiveViewTest, RankRowsKeepUpWithTheBar) {
+  auto rank_steps = [](bool local_sgd) {
+    LiveModel model;
+    v1::Job job = FourRankJob(4);
+    if (local_sgd) job.mutable_spec()->mutable_training()->set_local_sgd_steps(8);
+    for (int r = 0; r < 4; ++r) {
+      v1::RankProgress* p = job.add_progress();
+      p->set_rank(r);
+      p->set_step(r == 3 ? 260 : 230);  // rank 3's report is the newest
+      p->set_phase("compute");
+    }
+    ApplyJobSnapshot(model, job);
+    ApplyEvent(model, Transition(1, v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING, "x"),
+               Utc());
+    ApplyEvent(model, Event(2, Train(250, kT0, 0.5)), Utc());
+    LiveViewOptions options;
+    options.width = 100;
+    std::vector<std::string> steps;
+    for (const std::string& line : RenderLiveView(model, options)) {
+      std::smatch m;
+      if (std::regex_search(line, m, std::regex("rank [0-3] +node-[a-d] +([0-9]+) "))) {
+        steps.push_back(m[1]);
+      }
+    }
+    return steps;
+  };
+  EXPECT_THAT(rank_steps(false), ElementsAre("250", "250", "250", "260"));
+  EXPECT_THAT(rank_steps(true), ElementsAre("230", "230", "230", "260"));
 }
 
 TEST(LiveViewTest, StateChangesGoAboveAndARestartStartsAFreshHistory) {

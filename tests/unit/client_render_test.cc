@@ -301,7 +301,7 @@ TEST(RenderTest, EventLines) {
   (*train.mutable_metric()->mutable_values())["loss"] = 0.43214;
   (*train.mutable_metric()->mutable_values())["samples_per_sec"] = 812.0;
   EXPECT_EQ(RenderEventLine(train, 1000, Ctx()),
-            "22:13:25 train step 120/1000 epoch 1 loss 0.4321 samples/s 812.0");
+            "22:13:25 train step 120/1000 epoch 2 loss 0.4321 samples/s 812.0");
 
   v1::JobEvent eval;
   eval.mutable_metric()->set_kind("eval");
@@ -309,7 +309,7 @@ TEST(RenderTest, EventLines) {
   eval.mutable_metric()->set_time_unix_ms(kT0);
   (*eval.mutable_metric()->mutable_values())["accuracy"] = 0.97123;
   EXPECT_EQ(RenderEventLine(eval, 1000, Ctx()),
-            "22:13:20 eval step 500 epoch 0 accuracy 0.9712");
+            "22:13:20 eval step 500 epoch 1 accuracy 0.9712");
 
   v1::JobEvent log;
   log.mutable_log()->set_rank(3);
