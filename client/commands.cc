@@ -254,11 +254,16 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
                  "Also jobs that finished more than 24 hours ago");
   bool list_quiet = false;
   list->add_flag("-q,--quiet", list_quiet, "Only the job ids, one a line");
+  bool list_watch = false;
+  list->add_flag("-w,--watch", list_watch,
+                 "Then a row each time a job in --state enters or leaves it, "
+                 "until interrupted (the coordinator streams the changes)");
   list->footer(
       "\nWithout --all, jobs that finished more than 24 hours ago are "
       "hidden.\n\nExamples:\n  trainctl list --state queued,running\n"
       "  trainctl list --all --output json\n"
-      "  trainctl list -q --state running | xargs -n1 trainctl cancel");
+      "  trainctl list -q --state running | xargs -n1 trainctl cancel\n"
+      "  trainctl list -w --state queued,running");
 
   std::string job_id;
   CLI::App* status = app.add_subcommand("status", "Show one job in detail");
@@ -424,7 +429,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
     return CmdSubmit(env, submit_args);
   }
   if (checkpoints->parsed()) return CmdCheckpoints(env, job_id);
-  if (list->parsed()) return CmdList(env, states, list_all, list_quiet);
+  if (list->parsed()) return CmdList(env, states, list_all, list_quiet, list_watch);
   if (stream.logs->parsed()) return CmdLogs(env, stream_args);
   if (stream.metrics->parsed()) return CmdMetrics(env, stream_args);
   if (stream.plot->parsed()) return CmdPlot(env, stream_args);

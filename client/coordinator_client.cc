@@ -172,6 +172,28 @@ absl::Status CoordinatorClient::WatchJobSnapshot(
   return Watch(job_id, from_seq, /*follow=*/false, on_event);
 }
 
+absl::Status CoordinatorClient::WatchJobs(
+    const std::vector<v1::JobState>& states,
+    const std::function<bool(const v1::WatchJobsResponse&)>& on_response) {
+  if (absl::Status connected = AwaitConnection(); !connected.ok()) {
+    return connected;
+  }
+  v1::WatchJobsRequest request;
+  for (v1::JobState s : states) request.add_states(s);
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::WatchJobsResponse>> reader =
+      stub_->WatchJobs(&context, request);
+  v1::WatchJobsResponse response;
+  while (reader->Read(&response)) {
+    if (!on_response(response)) {
+      context.TryCancel();
+      break;
+    }
+  }
+  absl::Status finished = FromGrpcStatus(reader->Finish());
+  return absl::IsCancelled(finished) ? absl::OkStatus() : finished;
+}
+
 absl::Status CoordinatorClient::Watch(
     const std::string& job_id, int64_t from_seq, bool follow,
     const std::function<void(const v1::JobEvent&)>& on_event) {

@@ -47,6 +47,12 @@ class CoordinatorClient {
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::GetQueueResponse> GetQueue();
+  // list -w: calls on_response for each message of the stream until the
+  // stream ends (the coordinator stops; never on its own otherwise) or
+  // on_response returns false.
+  absl::Status WatchJobs(
+      const std::vector<v1::JobState>& states,
+      const std::function<bool(const v1::WatchJobsResponse&)>& on_response);
   // Every page of the answer, in one response (page_token ignored).
   absl::StatusOr<v1::GetHistoryResponse> GetHistory(v1::GetHistoryRequest request);
   absl::StatusOr<v1::Job> SetJobPriority(const std::string& job_id,

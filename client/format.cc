@@ -203,8 +203,8 @@ std::string Truncate(const std::string& text, size_t max_chars) {
   return absl::StrCat(flat.substr(0, max_chars - 3), "...");
 }
 
-std::string RenderTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
+std::vector<size_t> ColumnWidths(const std::vector<std::string>& header,
+                                 const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths(header.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
@@ -213,22 +213,30 @@ std::string RenderTable(const std::vector<std::string>& header,
   };
   measure(header);
   for (const auto& row : rows) measure(row);
-  auto line = [&](const std::vector<std::string>& row) {
-    std::string out;
-    for (size_t i = 0; i < widths.size(); ++i) {
-      const std::string cell = i < row.size() ? row[i] : "";
-      if (i + 1 == widths.size()) {
-        out += cell;
-      } else {
-        out += cell + std::string(widths[i] - cell.size() + 2, ' ');
-      }
+  return widths;
+}
+
+std::string RenderRow(const std::vector<std::string>& row,
+                      const std::vector<size_t>& widths) {
+  std::string out;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    const std::string cell = i < row.size() ? row[i] : "";
+    if (i + 1 == widths.size()) {
+      out += cell;
+    } else {
+      out += cell + std::string(widths[i] - std::min(widths[i], cell.size()) + 2, ' ');
     }
-    // Trailing blanks from an empty last column are noise in diffs.
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
-  std::string out = line(header);
-  for (const auto& row : rows) out += line(row);
+  }
+  // Trailing blanks from an empty last column are noise in diffs.
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + "\n";
+}
+
+std::string RenderTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  const std::vector<size_t> widths = ColumnWidths(header, rows);
+  std::string out = RenderRow(header, widths);
+  for (const auto& row : rows) out += RenderRow(row, widths);
   return out;
 }
 

@@ -75,6 +75,13 @@ std::string Truncate(const std::string& text, size_t max_chars);
 // padded. Each row is newline-terminated.
 std::string RenderTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
+// RenderTable's parts, for a table that grows a row at a time (list -w):
+// the widths of its columns so far, and one row laid out in them (a wider
+// cell pushes the rest of its row along).
+std::vector<size_t> ColumnWidths(const std::vector<std::string>& header,
+                                 const std::vector<std::vector<std::string>>& rows);
+std::string RenderRow(const std::vector<std::string>& row,
+                      const std::vector<size_t>& widths);
 
 // Message for a failed RPC, with advice when the coordinator at address is
 // unreachable.

@@ -1,5 +1,6 @@
 #include "client/job_commands.h"
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
 #include "client/format.h"
@@ -13,10 +14,57 @@ namespace {
 // How long `list` keeps showing a finished job without --all.
 constexpr absl::Duration kListRecent = absl::Hours(24);
 
+// list -w: the list as `list` prints it, then a row per state change in
+// the same columns, until interrupted or the coordinator goes away.
+int ListAndWatch(Env& env, const std::vector<v1::JobState>& states, bool all,
+                 bool quiet) {
+  v1::ListJobsResponse listing;  // pages of a list not yet complete
+  std::vector<size_t> widths;    // the table's columns, from the first list
+  absl::Status ended = env.client->WatchJobs(states, [&](const v1::WatchJobsResponse& r) {
+    env.ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
+    if (env.json) {  // the stream's messages, one JSON line each
+      env.out << ToJson(r, /*pretty=*/false) << "\n" << std::flush;
+      return true;
+    }
+    std::vector<v1::Job> rows;
+    if (r.list_page()) {
+      for (const v1::Job& job : r.jobs()) *listing.add_jobs() = job;
+      if (!r.list_end()) return true;
+      int hidden = 0;
+      if (!all) listing = RecentJobs(listing, env.ctx.now_unix_ms, kListRecent, &hidden);
+      rows.assign(listing.jobs().begin(), listing.jobs().end());
+      listing.clear_jobs();
+    } else {
+      // The row as of the change: its state and reason, not the job's now.
+      for (v1::Job job : r.jobs()) {
+        job.set_state(r.change().to());
+        job.set_reason(r.change().reason());
+        job.clear_pending_reason();
+        rows.push_back(std::move(job));
+      }
+    }
+    std::vector<std::vector<std::string>> cells;
+    for (const v1::Job& job : rows) cells.push_back(JobTableRow(job, env.ctx));
+    if (quiet) {
+      for (const v1::Job& job : rows) env.out << job.id() << "\n";
+    } else {
+      if (widths.empty()) {
+        widths = ColumnWidths(JobTableHeader(), cells);
+        env.out << RenderRow(JobTableHeader(), widths);
+      }
+      for (const auto& row : cells) env.out << RenderRow(row, widths);
+    }
+    env.out << std::flush;
+    return true;
+  });
+  if (!ended.ok()) return Fail(env, ended);
+  return kExitOk;
+}
+
 }  // namespace
 
 int CmdList(Env& env, const std::vector<std::string>& state_names, bool all,
-            bool quiet) {
+            bool quiet, bool watch) {
   std::vector<v1::JobState> states;
   for (const std::string& name : state_names) {
     absl::StatusOr<v1::JobState> state = ParseStateName(name);
@@ -26,6 +74,7 @@ int CmdList(Env& env, const std::vector<std::string>& state_names, bool all,
     }
     states.push_back(*state);
   }
+  if (watch) return ListAndWatch(env, states, all, quiet);
   absl::StatusOr<v1::ListJobsResponse> response = env.client->ListJobs(states);
   if (!response.ok()) return Fail(env, response.status());
   int hidden = 0;

@@ -11,9 +11,10 @@
 
 namespace trainctl::client {
 
-// `quiet`: only the ids, one a line.
+// `quiet`: only the ids, one a line. `watch`: then a line per state change
+// (list -w) until interrupted.
 int CmdList(Env& env, const std::vector<std::string>& state_names, bool all,
-            bool quiet);
+            bool quiet, bool watch = false);
 int CmdStatus(Env& env, const std::string& job_id);
 int CmdCancel(Env& env, const std::string& job_id, const std::string& reason);
 // Tries every id; the exit code is that of the last failure.

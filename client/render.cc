@@ -108,17 +108,24 @@ v1::ListJobsResponse RecentJobs(const v1::ListJobsResponse& response,
   return kept;
 }
 
+const std::vector<std::string>& JobTableHeader() {
+  static const auto* const kHeader = new std::vector<std::string>{
+      "ID", "NAME", "STATE", "RANKS", "STEP", "AGE", "REASON"};
+  return *kHeader;
+}
+
+std::vector<std::string> JobTableRow(const v1::Job& job, const RenderContext& ctx) {
+  return {job.id(), job.spec().name(), StateName(job.state()),
+          absl::StrCat(job.spec().ranks()), FormatProgress(job),
+          FormatAge(job.created_unix_ms(), ctx.now_unix_ms),
+          Truncate(JobReason(job), kReasonWidth)};
+}
+
 std::string RenderJobTable(const v1::ListJobsResponse& response,
                            const RenderContext& ctx) {
   std::vector<std::vector<std::string>> rows;
-  for (const v1::Job& job : response.jobs()) {
-    rows.push_back({job.id(), job.spec().name(), StateName(job.state()),
-                    absl::StrCat(job.spec().ranks()), FormatProgress(job),
-                    FormatAge(job.created_unix_ms(), ctx.now_unix_ms),
-                    Truncate(JobReason(job), kReasonWidth)});
-  }
-  return RenderTable({"ID", "NAME", "STATE", "RANKS", "STEP", "AGE", "REASON"},
-                     rows);
+  for (const v1::Job& job : response.jobs()) rows.push_back(JobTableRow(job, ctx));
+  return RenderTable(JobTableHeader(), rows);
 }
 
 std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {

@@ -34,6 +34,9 @@ v1::ListJobsResponse RecentJobs(const v1::ListJobsResponse& response,
 // `list`: ID NAME STATE RANKS STEP AGE REASON.
 std::string RenderJobTable(const v1::ListJobsResponse& response,
                            const RenderContext& ctx);
+// Its header, and one job's row of it (list -w prints rows as jobs change).
+const std::vector<std::string>& JobTableHeader();
+std::vector<std::string> JobTableRow(const v1::Job& job, const RenderContext& ctx);
 // `status`: spec summary, state, ranks, transitions, progress, metrics.
 std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx);
 // `submit --dry-run`: what the coordinator would do (placement or why it

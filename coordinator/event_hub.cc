@@ -48,9 +48,38 @@ void EventHub::Publish(const std::string& job_id, int64_t seq) {
   const int64_t last = log.first_seq + static_cast<int64_t>(log.events.size()) - 1;
   const int64_t visible = std::min<int64_t>(seq, last);
   if (visible <= log.published) return;
+  bool state_changed = false;
+  for (int64_t seq = std::max(log.published + 1, log.first_seq); seq <= visible; ++seq) {
+    const v1::JobEvent& event = log.events[static_cast<size_t>(seq - log.first_seq)];
+    if (!event.has_transition()) continue;
+    state_changes_.push_back({++state_change_seq_, job_id, event.transition()});
+    if (state_changes_.size() > kStateChangesKept) state_changes_.pop_front();
+    state_changed = true;
+  }
   log.published = visible;
   TrimLocked(log);
   log.changed.notify_all();
+  if (state_changed) state_changed_.notify_all();
+}
+
+int64_t EventHub::StateChangeSeq() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_change_seq_;
+}
+
+std::vector<EventHub::StateChange> EventHub::WaitForStateChanges(
+    int64_t after_seq, int64_t timeout_ms, bool* missed) {
+  std::unique_lock<std::mutex> lock(mu_);
+  state_changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                          [&] { return state_change_seq_ > after_seq; });
+  const int64_t oldest =
+      state_changes_.empty() ? state_change_seq_ + 1 : state_changes_.front().feed_seq;
+  *missed = after_seq + 1 < oldest && after_seq < state_change_seq_;
+  // Seqs are consecutive in the deque: start at the first one wanted.
+  const size_t first = static_cast<size_t>(std::max<int64_t>(0, after_seq + 1 - oldest));
+  return std::vector<StateChange>(
+      state_changes_.begin() + static_cast<std::ptrdiff_t>(std::min(first, state_changes_.size())),
+      state_changes_.end());
 }
 
 absl::StatusOr<std::vector<v1::JobEvent>> EventHub::WaitForEvents(
@@ -188,6 +217,7 @@ void EventHub::Forget(const std::string& job_id) {
 void EventHub::WakeAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, log] : logs_) log->changed.notify_all();
+  state_changed_.notify_all();
 }
 
 }  // namespace trainctl::coordinator

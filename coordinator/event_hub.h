@@ -95,6 +95,23 @@ class EventHub {
   // Wakes every waiter (used at shutdown).
   void WakeAll();
 
+  // Every job's state changes as they are published, in that order: the
+  // cluster-wide feed behind `trainctl list -w`. Bounded: it keeps the
+  // newest kStateChangesKept.
+  struct StateChange {
+    int64_t feed_seq = 0;  // 1, 2, ... over all jobs, since this process started
+    std::string job_id;
+    v1::Transition transition;
+  };
+  static constexpr size_t kStateChangesKept = 4096;
+  // The feed's newest seq (0: none yet); a new watcher reads after it.
+  int64_t StateChangeSeq();
+  // The changes after `after_seq`, waiting up to timeout_ms for one.
+  // `*missed` is set when some were already dropped from the feed (a
+  // watcher that fell kStateChangesKept behind): it should list again.
+  std::vector<StateChange> WaitForStateChanges(int64_t after_seq,
+                                               int64_t timeout_ms, bool* missed);
+
  private:
   struct JobLog {
     std::deque<v1::JobEvent> events;  // seq first_seq .. first_seq+size-1
@@ -117,6 +134,10 @@ class EventHub {
   std::mutex mu_;
   size_t held_bytes_ = 0;  // GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<JobLog>> logs_;  // GUARDED_BY(mu_)
+  std::deque<StateChange> state_changes_;  // GUARDED_BY(mu_)
+  int64_t state_change_seq_ = 0;           // GUARDED_BY(mu_)
+  // Only `list -w` watchers wait here, so a publish wakes no job watcher.
+  std::condition_variable state_changed_;
 };
 
 }  // namespace trainctl::coordinator

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstdint>
+#include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/spec.h"
@@ -27,6 +29,23 @@ std::string PeerHost(const std::string& peer) {
 }
 
 }  // namespace
+
+absl::Status JobsService::BeginWatch(const std::string& client, const char* what) {
+  std::lock_guard<std::mutex> lock(watchers_mu_);
+  if (watchers_[client] >= kMaxWatchersPerClient) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(client, " already has ", kMaxWatchersPerClient,
+                     " watches open (the limit per client); end some ", what,
+                     " first"));
+  }
+  ++watchers_[client];
+  return absl::OkStatus();
+}
+
+void JobsService::EndWatch(const std::string& client) {
+  std::lock_guard<std::mutex> lock(watchers_mu_);
+  if (--watchers_[client] == 0) watchers_.erase(client);
+}
 
 absl::StatusOr<v1::Job> JobsService::JobFor(const grpc::ServerContext& ctx,
                                             const std::string& job_id,
@@ -157,25 +176,11 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
   if (!job.ok()) return ToGrpcStatus(job.status());
   const std::string client =
       auth_.insecure() ? PeerHost(ctx->peer()) : caller->name;
-  {
-    std::lock_guard<std::mutex> lock(watchers_mu_);
-    if (watchers_[client] >= kMaxWatchersPerClient) {
-      return grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat(client, " already has ", kMaxWatchersPerClient,
-                       " watches open (the limit per client); end some "
-                       "`trainctl watch` / `logs -f` first"));
-    }
-    ++watchers_[client];
+  if (absl::Status begun = BeginWatch(client, "`trainctl watch` / `logs -f`");
+      !begun.ok()) {
+    return ToGrpcStatus(begun);
   }
-  struct Release {
-    JobsService* self;
-    const std::string& client;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(self->watchers_mu_);
-      if (--self->watchers_[client] == 0) self->watchers_.erase(client);
-    }
-  } release{this, client};
+  absl::Cleanup release = [this, &client] { EndWatch(client); };
   int64_t next = std::max<int64_t>(1, req->from_seq());
   if (req->has_follow() && !req->follow()) {
     // What is published now, in bounded batches, then the end.
@@ -213,6 +218,78 @@ grpc::Status JobsService::WatchJob(grpc::ServerContext* ctx,
   }
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       "coordinator is shutting down; watch again to resume");
+}
+
+grpc::Status JobsService::WatchJobs(grpc::ServerContext* ctx,
+                                    const v1::WatchJobsRequest* req,
+                                    grpc::ServerWriter<v1::WatchJobsResponse>* writer) {
+  absl::StatusOr<auth::Caller> caller = auth_.Person(*ctx);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  const std::string client =
+      auth_.insecure() ? PeerHost(ctx->peer()) : caller->name;
+  if (absl::Status begun = BeginWatch(client, "`trainctl list -w`"); !begun.ok()) {
+    return ToGrpcStatus(begun);
+  }
+  absl::Cleanup release = [this, &client] { EndWatch(client); };
+  std::set<v1::JobState> wanted;
+  std::vector<v1::JobState> states;
+  for (int s : req->states()) {
+    wanted.insert(static_cast<v1::JobState>(s));
+    states.push_back(static_cast<v1::JobState>(s));
+  }
+  auto in_states = [&](v1::JobState state) {
+    return wanted.empty() || wanted.count(state) > 0;
+  };
+  // The whole list, page by page; false when the client left.
+  auto send_list = [&]() -> absl::StatusOr<bool> {
+    constexpr size_t kMaxPageBytes = 16 << 20;
+    std::string token;
+    for (;;) {
+      absl::StatusOr<JobManager::Page> page =
+          CallerView(jobs_, *caller).JobsPage(states, token, SIZE_MAX, kMaxPageBytes);
+      if (!page.ok()) return page.status();
+      v1::WatchJobsResponse response;
+      for (v1::Job& job : page->jobs) *response.add_jobs() = std::move(job);
+      response.set_list_page(true);
+      response.set_list_end(!page->more || response.jobs().empty());
+      if (!response.list_end()) token = response.jobs(response.jobs_size() - 1).id();
+      if (!writer->Write(response)) return false;
+      if (response.list_end()) return true;
+    }
+  };
+  // Read the feed from before the list, so no change falls between them.
+  int64_t cursor = events_.StateChangeSeq();
+  absl::StatusOr<bool> listed = send_list();
+  if (!listed.ok()) return ToGrpcStatus(listed.status());
+  if (!*listed) return grpc::Status::OK;
+  while (!ctx->IsCancelled() && !stopping_.load()) {
+    if (absl::StatusOr<auth::Caller> still = auth_.Person(*ctx); !still.ok()) {
+      return ToGrpcStatus(still.status());
+    }
+    bool missed = false;
+    std::vector<EventHub::StateChange> changes =
+        events_.WaitForStateChanges(cursor, kWatchPollMs, &missed);
+    if (!changes.empty()) cursor = changes.back().feed_seq;
+    if (missed) {
+      listed = send_list();
+      if (!listed.ok()) return ToGrpcStatus(listed.status());
+      if (!*listed) return grpc::Status::OK;
+      continue;
+    }
+    for (const EventHub::StateChange& change : changes) {
+      if (!in_states(change.transition.from()) && !in_states(change.transition.to())) {
+        continue;
+      }
+      absl::StatusOr<v1::Job> job = CallerView(jobs_, *caller).Job(change.job_id, "watch");
+      if (!job.ok()) continue;  // another user's job, or deleted meanwhile
+      v1::WatchJobsResponse response;
+      *response.add_jobs() = *std::move(job);
+      *response.mutable_change() = change.transition;
+      if (!writer->Write(response)) return grpc::Status::OK;  // client left
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      "coordinator is shutting down; list -w again");
 }
 
 grpc::Status JobsService::GetServerInfo(grpc::ServerContext* ctx,

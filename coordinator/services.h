@@ -76,8 +76,14 @@ class JobsService final : public v1::Jobs::Service {
                               v1::Job* resp) override;
   grpc::Status GetHistory(grpc::ServerContext*, const v1::GetHistoryRequest* req,
                           v1::GetHistoryResponse* resp) override;
+  grpc::Status WatchJobs(grpc::ServerContext* ctx, const v1::WatchJobsRequest* req,
+                         grpc::ServerWriter<v1::WatchJobsResponse>* writer) override;
 
  private:
+  // Counts an open watch stream against its client's limit; RESOURCE_EXHAUSTED
+  // (naming `what` to end) at the limit. Release with EndWatch.
+  absl::Status BeginWatch(const std::string& client, const char* what);
+  void EndWatch(const std::string& client);
   // The job, when the calling person may touch it; `action` ("cancel",
   // "watch", ...) goes into the PERMISSION_DENIED message.
   absl::StatusOr<v1::Job> JobFor(const grpc::ServerContext& ctx,

@@ -2,7 +2,7 @@
 // loopback): `watch` inside a pseudo-terminal redraws a live view that
 // advances to the final state; status, workers, list, cancel and submit
 // (--dry-run, --set, --name) in table and JSON form, the JSON read back as
-// the documented messages; plot -o FILE.png.
+// the documented messages; plot -o FILE.png; list -w.
 
 #include <gmock/gmock.h>
 #include <google/protobuf/struct.pb.h>
@@ -352,6 +352,58 @@ TEST_F(CliCommandsTest, SubmitDryRunSetAndNameThenWorkersListAndCancel) {
   CliResult status_json = cluster_->Cli({"status", id, "--output", "json"});
   EXPECT_EQ(FromJson<v1::Job>(status_json.output).state(),
             v1::JOB_STATE_CANCELLED);
+}
+
+// Waits (bounded) until the file at `path` matches `pattern`; its text.
+std::string WaitForText(const std::string& path, const std::regex& pattern,
+                        seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = ReadAll(path);
+    if (std::regex_search(text, pattern)) return text;
+    usleep(50'000);
+  }
+  ADD_FAILURE() << "never matched; the output:\n" << text;
+  return text;
+}
+
+// list -w: the list, then a row per change of a job entering or leaving
+// the watched states, in the list's columns; -o json the stream's messages.
+TEST_F(CliCommandsTest, ListWatchPrintsTheListThenARowPerChange) {
+  const std::string out = cluster_->dir() + "/list-w.out";
+  Process watcher(cluster_->CliArgv({"list", "-w", "--state", "queued,running"}), out);
+  WaitForText(out, std::regex("^ID +NAME +STATE +RANKS +STEP +AGE +REASON\n"), seconds(30));
+  const std::string json_out = cluster_->dir() + "/list-w.json";
+  Process json_watcher(cluster_->CliArgv({"list", "-w", "-o", "json"}), json_out);
+  WaitForText(json_out, std::regex("\"list_end\":true"), seconds(30));
+
+  const std::string spec = cluster_->WriteFile("watched.yaml", SmallJobSpec(1, 200, 1));
+  CliResult submit = cluster_->Cli({"submit", spec, "--name", "watched"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.output;
+  const std::string id = JobIdFrom(submit.output);
+  const std::string text = WaitForText(
+      out, std::regex(id + " +watched +(SUCCEEDED|FAILED)"), seconds(120));
+  watcher.Signal(SIGTERM);
+  EXPECT_EQ(watcher.Wait(std::chrono::seconds(10)), -SIGTERM);
+  // Entered QUEUED, moved to RUNNING, left RUNNING: three rows, in order.
+  const size_t queued = text.find(id + "  watched  QUEUED");
+  const size_t running = text.find(id + "  watched  RUNNING");
+  const size_t ended = text.find(id + "  watched  SUCCEEDED");
+  ASSERT_NE(queued, std::string::npos) << text;
+  ASSERT_NE(running, std::string::npos) << text;
+  ASSERT_NE(ended, std::string::npos) << text;
+  EXPECT_LT(queued, running);
+  EXPECT_LT(running, ended);
+
+  const std::string json = WaitForText(
+      json_out, std::regex("\"id\":\"" + id + "\".*JOB_STATE_SUCCEEDED"), seconds(60));
+  json_watcher.Signal(SIGTERM);
+  json_watcher.Wait(std::chrono::seconds(10));
+  std::istringstream lines(json);
+  std::string first;
+  std::getline(lines, first);
+  EXPECT_TRUE(FromJson<v1::WatchJobsResponse>(first).list_page()) << first;
 }
 
 // Another CA's certificate as --ca-cert: the coordinator is reached, and the

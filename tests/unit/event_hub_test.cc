@@ -23,6 +23,60 @@ std::vector<int64_t> Seqs(const std::vector<v1::JobEvent>& events) {
   return seqs;
 }
 
+v1::JobEvent Change(v1::JobState from, v1::JobState to) {
+  v1::JobEvent event;
+  event.mutable_transition()->set_from(from);
+  event.mutable_transition()->set_to(to);
+  return event;
+}
+
+// The cluster-wide feed of state changes (list -w): published transitions
+// only, in publish order across jobs; a watcher too far behind is told.
+TEST(EventHubTest, StateChangesOfEveryJobInPublishOrder) {
+  EventHub hub;
+  EXPECT_EQ(hub.StateChangeSeq(), 0);
+  hub.Append("j1", Change(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED));
+  hub.Append("j1", Log("not a change"));
+  hub.Append("j2", Change(v1::JOB_STATE_UNSPECIFIED, v1::JOB_STATE_QUEUED));
+  hub.Append("j1", Change(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING));
+  bool missed = true;
+  EXPECT_TRUE(hub.WaitForStateChanges(0, 0, &missed).empty());  // unpublished
+  EXPECT_FALSE(missed);
+  hub.Publish("j2", 1);
+  hub.Publish("j1", 3);
+  std::vector<EventHub::StateChange> changes = hub.WaitForStateChanges(0, 0, &missed);
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].job_id, "j2");
+  EXPECT_EQ(changes[1].job_id, "j1");
+  EXPECT_EQ(changes[1].transition.to(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(changes[2].transition.to(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(changes[2].feed_seq, 3);
+  EXPECT_EQ(hub.StateChangeSeq(), 3);
+  EXPECT_EQ(hub.WaitForStateChanges(2, 0, &missed).size(), 1u);
+  EXPECT_TRUE(hub.WaitForStateChanges(3, 0, &missed).empty());
+  EXPECT_FALSE(missed);
+
+  // A waiter wakes on the next change.
+  std::future<std::vector<EventHub::StateChange>> waiter =
+      std::async(std::launch::async, [&hub] {
+        bool m = false;
+        return hub.WaitForStateChanges(3, 10'000, &m);
+      });
+  hub.Append("j2", Change(v1::JOB_STATE_QUEUED, v1::JOB_STATE_CANCELLED));
+  hub.Publish("j2", 2);
+  EXPECT_EQ(waiter.get().at(0).transition.to(), v1::JOB_STATE_CANCELLED);
+
+  // The feed keeps the newest kStateChangesKept.
+  for (size_t i = 0; i < EventHub::kStateChangesKept; ++i) {
+    hub.Publish("j3", hub.Append("j3", Change(v1::JOB_STATE_RUNNING,
+                                              v1::JOB_STATE_RESTARTING)));
+  }
+  EXPECT_EQ(hub.WaitForStateChanges(4, 0, &missed).size(), EventHub::kStateChangesKept);
+  EXPECT_FALSE(missed);
+  EXPECT_EQ(hub.WaitForStateChanges(3, 0, &missed).size(), EventHub::kStateChangesKept);
+  EXPECT_TRUE(missed);
+}
+
 TEST(EventHubTest, ShowsOnlyPublishedEventsInOrder) {
   EventHub hub;
   EXPECT_EQ(hub.Append("j1", Log("a")), 1);
