@@ -1,129 +1,142 @@
 #include "client/png_plot.h"
 
-#include <zlib.h>
-
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 
+#ifdef TRAINCTL_HAVE_CAIRO
+#include <cairo.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#endif
+
 namespace trainctl::client {
+
+#ifdef TRAINCTL_HAVE_CAIRO
 namespace {
 
-constexpr Rgb kWhite{255, 255, 255};
-constexpr Rgb kInk{0x33, 0x33, 0x33};
-constexpr Rgb kGrid{0xdd, 0xdd, 0xdd};
+struct Rgb {
+  double r, g, b;
+};
 
-void AppendU32(std::string* out, uint32_t v) {
-  out->push_back(static_cast<char>(v >> 24));
-  out->push_back(static_cast<char>(v >> 16));
-  out->push_back(static_cast<char>(v >> 8));
-  out->push_back(static_cast<char>(v));
+// "#0072B2" -> (0, 0.447, 0.698); black for anything else.
+Rgb ParseColor(const std::string& hex) {
+  unsigned value = 0;
+  if (hex.size() != 7 || hex[0] != '#' ||
+      std::sscanf(hex.c_str() + 1, "%6x", &value) != 1) {
+    return {0, 0, 0};
+  }
+  return {((value >> 16) & 0xff) / 255.0, ((value >> 8) & 0xff) / 255.0,
+          (value & 0xff) / 255.0};
 }
 
-// Length, type, data, CRC-32 of type and data.
-void AppendChunk(std::string* out, const char type[5], const std::string& data) {
-  AppendU32(out, static_cast<uint32_t>(data.size()));
-  const std::string body = std::string(type, 4) + data;
-  out->append(body);
-  AppendU32(out, static_cast<uint32_t>(
-                     crc32(0L, reinterpret_cast<const Bytef*>(body.data()),
-                           static_cast<uInt>(body.size()))));
-}
+class CairoCanvas : public ChartCanvas {
+ public:
+  explicit CairoCanvas(cairo_t* cr) : cr_(cr) {
+    cairo_select_font_face(cr_, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL,
+                           CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_line_join(cr_, CAIRO_LINE_JOIN_ROUND);
+    cairo_set_line_cap(cr_, CAIRO_LINE_CAP_ROUND);
+  }
+  void FillRect(double x, double y, double w, double h, const std::string& color) override {
+    Source(color, 1);
+    cairo_rectangle(cr_, x, y, w, h);
+    cairo_fill(cr_);
+  }
+  void Line(double x1, double y1, double x2, double y2, const std::string& color,
+            double width) override {
+    Source(color, 1);
+    cairo_set_line_width(cr_, width);
+    // Thin axis and grid lines on pixel centres stay crisp.
+    const double offset = std::fmod(width, 2.0) == 1.0 ? 0.5 : 0;
+    cairo_move_to(cr_, std::floor(x1) + offset, std::floor(y1) + offset);
+    cairo_line_to(cr_, std::floor(x2) + offset, std::floor(y2) + offset);
+    cairo_stroke(cr_);
+  }
+  void Polyline(const std::vector<std::pair<double, double>>& points,
+                const std::string& color, double width, double opacity,
+                const std::string& /*metric*/, const std::string& /*label*/) override {
+    if (points.empty()) return;
+    Source(color, opacity);
+    cairo_set_line_width(cr_, width);
+    cairo_move_to(cr_, points[0].first, points[0].second);
+    for (size_t i = 1; i < points.size(); ++i) {
+      cairo_line_to(cr_, points[i].first, points[i].second);
+    }
+    cairo_stroke(cr_);
+  }
+  void Dot(double x, double y, double radius, const std::string& color) override {
+    Source(color, 1);
+    cairo_arc(cr_, x, y, radius, 0, 2 * M_PI);
+    cairo_fill(cr_);
+  }
+  void Text(double x, double y, const std::string& text, double size, Anchor anchor,
+            const std::string& color, bool vertical) override {
+    Source(color, 1);
+    cairo_set_font_size(cr_, size);
+    cairo_text_extents_t extents;
+    cairo_text_extents(cr_, text.c_str(), &extents);
+    const double shift = anchor == Anchor::kStart    ? 0
+                         : anchor == Anchor::kMiddle ? extents.x_advance / 2
+                                                     : extents.x_advance;
+    cairo_save(cr_);
+    cairo_translate(cr_, x, y);
+    if (vertical) cairo_rotate(cr_, -M_PI / 2);
+    cairo_move_to(cr_, -shift, 0);
+    cairo_show_text(cr_, text.c_str());
+    cairo_restore(cr_);
+  }
 
-int Round(double v) { return static_cast<int>(std::lround(v)); }
+ private:
+  void Source(const std::string& color, double alpha) {
+    const Rgb c = ParseColor(color);
+    cairo_set_source_rgba(cr_, c.r, c.g, c.b, alpha);
+  }
+  cairo_t* cr_;
+};
+
+cairo_status_t AppendBytes(void* closure, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
 
 }  // namespace
+#endif
 
-absl::StatusOr<std::string> EncodePng(const Canvas& canvas) {
-  const int w = canvas.width(), h = canvas.height();
-  std::string raw;
-  raw.reserve(static_cast<size_t>(h) * (1 + 3 * w));
-  const std::vector<uint8_t>& px = canvas.pixels();
-  for (int y = 0; y < h; ++y) {
-    raw.push_back('\0');  // filter type 0 (None)
-    raw.append(reinterpret_cast<const char*>(px.data()) +
-                   static_cast<size_t>(y) * w * 3,
-               static_cast<size_t>(w) * 3);
+absl::StatusOr<std::string> RenderPngChart(const std::vector<ChartPanel>& panels,
+                                           const ChartOptions& options, int* dropped) {
+  if (!HasPoints(panels)) {
+    return absl::InvalidArgumentError("no series has a point to draw");
   }
-  uLongf size = compressBound(static_cast<uLong>(raw.size()));
-  std::string compressed(size, '\0');
-  const int rc = compress2(reinterpret_cast<Bytef*>(compressed.data()), &size,
-                           reinterpret_cast<const Bytef*>(raw.data()),
-                           static_cast<uLong>(raw.size()), Z_BEST_COMPRESSION);
-  if (rc != Z_OK) {
-    return absl::InternalError(absl::StrCat("zlib compress2 failed: ", rc));
+#ifdef TRAINCTL_HAVE_CAIRO
+  const auto [width, height] = ChartSize(panels, options);
+  std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)> surface(
+      cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height),
+      cairo_surface_destroy);
+  std::unique_ptr<cairo_t, decltype(&cairo_destroy)> cr(cairo_create(surface.get()),
+                                                         cairo_destroy);
+  CairoCanvas canvas(cr.get());
+  DrawChart(panels, options, canvas, dropped);
+  cairo_surface_flush(surface.get());
+  if (cairo_status(cr.get()) != CAIRO_STATUS_SUCCESS) {
+    return absl::InternalError(
+        absl::StrCat("cairo: ", cairo_status_to_string(cairo_status(cr.get()))));
   }
-  compressed.resize(size);
-
-  std::string png("\x89PNG\r\n\x1a\n", 8);
-  std::string ihdr;
-  AppendU32(&ihdr, static_cast<uint32_t>(w));
-  AppendU32(&ihdr, static_cast<uint32_t>(h));
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit RGB, no interlace
-  AppendChunk(&png, "IHDR", ihdr);
-  AppendChunk(&png, "IDAT", compressed);
-  AppendChunk(&png, "IEND", "");
+  std::string png;
+  const cairo_status_t written =
+      cairo_surface_write_to_png_stream(surface.get(), AppendBytes, &png);
+  if (written != CAIRO_STATUS_SUCCESS) {
+    return absl::InternalError(
+        absl::StrCat("cairo: cannot encode the PNG: ", cairo_status_to_string(written)));
+  }
   return png;
-}
-
-Canvas RasterizeChart(const std::vector<PlotSeries>& series,
-                      const ChartOptions& options) {
-  ChartLayout l;
-  if (!LayoutChart(series, options, &l)) return Canvas(0, 0, kWhite);
-  Canvas canvas(options.width, options.height, kWhite);
-  const double bottom = l.top + l.plot_h;
-  const double right = l.left + l.plot_w;
-  const int glyph = Canvas::kGlyphHeight;
-
-  for (double t : l.y_ticks) {
-    const double y = l.Y(t);
-    canvas.Line(l.left, y, right, y, kGrid);
-    canvas.Line(l.left - 5, y, l.left, y, kInk);
-    const std::string label = TickLabel(t);
-    canvas.Text(Round(l.left - 8) - Canvas::TextWidth(label),
-                Round(y) - glyph / 2, label, kInk);
-  }
-  for (double t : l.x_ticks) {
-    const double x = l.X(t);
-    canvas.Line(x, bottom, x, bottom + 5, kInk);
-    const std::string label = TickLabel(t);
-    canvas.Text(Round(x) - Canvas::TextWidth(label) / 2, Round(bottom + 9),
-                label, kInk);
-  }
-  canvas.Line(l.left, bottom, right, bottom, kInk);
-  canvas.Line(l.left, l.top, l.left, bottom, kInk);
-  canvas.Text(Round(l.left + l.plot_w / 2) - Canvas::TextWidth(options.x_label) / 2,
-              Round(bottom + 28), options.x_label, kInk);
-  canvas.Text(Round(l.left + l.plot_w / 2) - Canvas::TextWidth(options.title, 2) / 2,
-              12, options.title, kInk, 2);
-
-  int index = 0;
-  for (const PlotSeries& s : series) {
-    if (s.points.empty()) continue;
-    const Rgb color = ParseHexColor(SeriesColor(index));
-    for (size_t i = 1; i < s.points.size(); ++i) {
-      canvas.Line(l.X(s.points[i - 1].first), l.Y(s.points[i - 1].second),
-                  l.X(s.points[i].first), l.Y(s.points[i].second), color, 2);
-    }
-    if (s.points.size() == 1) {
-      canvas.Disc(l.X(s.points[0].first), l.Y(s.points[0].second), 3, color);
-    }
-    const double ly = l.top + 10 + index * 18;
-    const double lx = right + 15;
-    canvas.Line(lx, ly, lx + 20, ly, color, 2);
-    canvas.Text(Round(lx + 26), Round(ly) - glyph / 2, s.name, kInk);
-    ++index;
-  }
-  return canvas;
-}
-
-absl::StatusOr<std::string> RenderPngChart(const std::vector<PlotSeries>& series,
-                                           const ChartOptions& options) {
-  Canvas canvas = RasterizeChart(series, options);
-  if (canvas.width() == 0) {
-    return absl::InvalidArgumentError("no series has points to draw");
-  }
-  return EncodePng(canvas);
+#else
+  (void)options;
+  (void)dropped;
+  return absl::UnimplementedError(
+      "this trainctl was built without cairo, so it draws SVG only: use -o FILE.svg "
+      "(or install libcairo2-dev and build again)");
+#endif
 }
 
 }  // namespace trainctl::client

@@ -13,6 +13,8 @@
 #include "client/json_text.h"
 #include "client/log_fold.h"
 #include "client/metrics_export.h"
+#include "client/chart_data.h"
+#include "client/chart_draw.h"
 #include "client/png_plot.h"
 #include "client/svg_plot.h"
 #include "client/watch.h"
@@ -203,68 +205,92 @@ int CmdPlot(Env& env, const StreamArgs& args) {
                "loss.svg)\n";
     return kExitUsage;
   }
-  absl::StatusOr<v1::Job> job = env.client->GetJob(args.job_id);
-  if (!job.ok()) return Fail(env, job.status());
-  std::vector<MetricRow> rows;
-  const int code = ReadEvents(
-      env, args.job_id, 1, /*follow=*/false,
-      [&rows](const v1::JobEvent& event) {
-        if (event.has_metric()) rows.push_back(MetricRowFromEvent(event));
-      },
-      [] {});
-  if (code != kExitOk) return code;
-
-  std::vector<PlotSeries> series = ExtractSeries(rows, args.metrics);
-  std::vector<std::string> empty;
-  for (const PlotSeries& s : series) {
-    if (s.points.empty()) empty.push_back(s.name);
+  std::vector<ChartPanel> panels(args.metrics.size());
+  for (size_t m = 0; m < args.metrics.size(); ++m) panels[m].metric = args.metrics[m];
+  std::vector<std::string> titles;
+  for (const std::string& job_id : args.plot_jobs) {
+    absl::StatusOr<v1::Job> job = env.client->GetJob(job_id);
+    if (!job.ok()) return Fail(env, job.status());
+    std::vector<MetricRow> rows;
+    const int code = ReadEvents(
+        env, job_id, 1, /*follow=*/false,
+        [&rows](const v1::JobEvent& event) {
+          if (event.has_metric()) rows.push_back(MetricRowFromEvent(event));
+        },
+        [] {});
+    if (code != kExitOk) return code;
+    const std::string label = absl::StrCat(job->id(), " ", job->spec().name());
+    titles.push_back(label);
+    std::vector<PlotSeries> series = ExtractSeries(rows, args.metrics);
+    bool any = false;
+    for (size_t m = 0; m < series.size(); ++m) {
+      series[m].label = label;
+      if (series[m].points.empty()) {
+        env.err << "trainctl: job " << job_id << " has no points for "
+                << series[m].name << "\n";
+      }
+      any = any || !series[m].points.empty();
+      panels[m].series.push_back(std::move(series[m]));
+    }
+    if (!any) {
+      env.err << "trainctl: job " << job_id << " has none of "
+              << absl::StrJoin(args.metrics, ", ") << "; it has: "
+              << absl::StrJoin(AvailableSeriesNames(rows), ", ") << "\n";
+      if (args.plot_jobs.size() == 1) return kExitFailed;
+    }
   }
-  if (empty.size() == series.size()) {
-    env.err << "trainctl: job " << args.job_id << " has no points for "
-            << absl::StrJoin(args.metrics, ", ") << "; it has: "
-            << absl::StrJoin(AvailableSeriesNames(rows), ", ") << "\n";
+  if (!HasPoints(panels)) {
+    env.err << "trainctl: nothing to draw\n";
     return kExitFailed;
   }
-  for (const std::string& name : empty) {
-    env.err << "trainctl: no points for " << name << "; left out\n";
-  }
   ChartOptions options;
-  options.title = absl::StrCat(job->id(), " ", job->spec().name());
+  options.title = titles.size() == 1 ? titles[0] : absl::StrJoin(args.plot_jobs, " vs ");
+  options.log_y = args.log_y;
+  options.smoothing = args.smoothing;
+  int dropped = 0;
   std::string image;
   if (png) {
-    absl::StatusOr<std::string> encoded = RenderPngChart(series, options);
+    absl::StatusOr<std::string> encoded = RenderPngChart(panels, options, &dropped);
     if (!encoded.ok()) {
       env.err << "trainctl: cannot draw " << args.file << ": "
               << encoded.status().message() << "\n";
-      return kExitFailed;
+      return absl::IsUnimplemented(encoded.status()) ? kExitUsage : kExitFailed;
     }
     image = *std::move(encoded);
   } else {
-    image = RenderSvgChart(series, options);
+    image = RenderSvgChart(panels, options, &dropped);
   }
-  std::ofstream file(args.file, std::ios::binary | std::ios::trunc);
+  if (dropped > 0) {
+    env.err << "trainctl: " << dropped
+            << (dropped == 1 ? " value <= 0 is" : " values <= 0 are")
+            << " not on the log scale\n";
+  }
+  // Write then rename: never a half-written chart where an old one was.
+  const std::string tmp = args.file + ".tmp";
+  std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
   file << image;
   file.close();
-  if (!file) {
+  if (!file || std::rename(tmp.c_str(), args.file.c_str()) != 0) {
+    std::remove(tmp.c_str());
     env.err << "trainctl: cannot write " << args.file << "\n";
     return kExitFailed;
   }
-  if (env.json) {
-    std::vector<std::string> parts;
-    for (const PlotSeries& s : series) {
-      parts.push_back(absl::StrCat("{\"metric\":", JsonString(s.name),
-                                   ",\"points\":", s.points.size(), "}"));
-    }
-    env.out << "{\"file\":" << JsonString(args.file) << ",\"series\":["
-            << absl::StrJoin(parts, ",") << "]}\n";
-  } else {
-    std::vector<std::string> parts;
-    for (const PlotSeries& s : series) {
-      parts.push_back(absl::StrCat(s.name, " (", s.points.size(),
+  std::vector<std::string> parts, json;
+  for (const ChartPanel& panel : panels) {
+    for (const PlotSeries& s : panel.series) {
+      const std::string who = args.plot_jobs.size() > 1 ? s.label.substr(0, s.label.find(' ')) + " " : "";
+      parts.push_back(absl::StrCat(who, s.name, " (", s.points.size(),
                                    s.points.size() == 1 ? " point)" : " points)"));
+      json.push_back(absl::StrCat("{\"job\":", JsonString(s.label.substr(0, s.label.find(' '))),
+                                  ",\"metric\":", JsonString(s.name),
+                                  ",\"points\":", s.points.size(), "}"));
     }
-    env.out << "wrote " << args.file << ": " << absl::StrJoin(parts, ", ")
-            << "\n";
+  }
+  if (env.json) {
+    env.out << "{\"file\":" << JsonString(args.file) << ",\"series\":["
+            << absl::StrJoin(json, ",") << "]}\n";
+  } else {
+    env.out << "wrote " << args.file << ": " << absl::StrJoin(parts, ", ") << "\n";
   }
   return kExitOk;
 }
@@ -307,9 +333,11 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
       "  trainctl metrics job-3 --format jsonl -f\n"
       "  trainctl metrics job-3 --format jsonl --from-seq 120");
 
-  c.plot = app.add_subcommand("plot",
-                              "Draw a job's metrics as an SVG or PNG chart");
-  c.plot->add_option("JOB", args.job_id, "Job id")->required();
+  c.plot = app.add_subcommand(
+      "plot", "Draw jobs' metrics as an SVG or PNG chart: a panel per metric, "
+              "one line per job");
+  c.plot->add_option("JOB", args.plot_jobs, "Job ids (several: overlaid)")
+      ->required();
   c.plot->add_option("--metric", args.metrics,
                      "Series to draw, comma-separated: value keys as "
                      "`metrics` shows them (loss, lr, eval_accuracy), or "
@@ -318,10 +346,18 @@ StreamCommands AddStreamCommands(CLI::App& app, StreamArgs& args) {
       ->capture_default_str();
   c.plot->add_option("-o,--file", args.file, "Output file (.svg or .png)")
       ->required();
+  c.plot->add_flag("--log-y", args.log_y,
+                   "Log-scale value axes (values <= 0 are left out, and counted)");
+  c.plot->add_option("--smooth", args.smoothing,
+                     "Smooth lines as TensorBoard does: an exponential moving "
+                     "average of this weight (0: off, 0.6 is TensorBoard's "
+                     "default); the raw line stays, faint")
+      ->check(CLI::Range(0.0, 0.999));
   c.plot->footer(
       "\nExamples:\n  trainctl plot job-3 -o job-3.svg\n"
-      "  trainctl plot job-3 -o job-3.png\n"
-      "  trainctl plot job-3 --metric loss,eval_loss -o loss.svg");
+      "  trainctl plot job-3 -o job-3.png --smooth 0.6\n"
+      "  trainctl plot job-3 --metric loss,lr,eval_loss -o loss.png --log-y\n"
+      "  trainctl plot job-3 job-4 job-5 --metric loss,eval_accuracy -o compare.png");
   return c;
 }
 

@@ -23,8 +23,11 @@ struct StreamArgs {
   std::string format;  // "", "csv" or "jsonl"; "" follows --output
   int64_t from_seq = 1;
   // plot
+  std::vector<std::string> plot_jobs;  // several: overlaid
   std::vector<std::string> metrics = {"loss", "eval_accuracy"};
   std::string file;
+  bool log_y = false;
+  double smoothing = 0;
 };
 
 struct StreamCommands {

@@ -13,6 +13,8 @@ packages=(
   libjpeg62-turbo-dev libpng-dev
   # TLS on every port and the cluster CA (common/pki.cc), OpenSSL 3.
   libssl-dev
+  # PNG charts of `trainctl plot` (cairo, text in DejaVu Sans).
+  libcairo2-dev fonts-dejavu-core
   libgtest-dev libgmock-dev
   # The spec fuzzer (tests/fuzz, the spec_fuzz test): libFuzzer is clang's.
   clang libclang-rt-14-dev

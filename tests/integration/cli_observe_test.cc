@@ -173,6 +173,20 @@ TEST_F(CliObserveTest, LogsMetricsAndPlotOfAFinishedJob) {
   };
   EXPECT_EQ(count_points("loss"), train);
   EXPECT_EQ(count_points("eval_accuracy"), eval);
+  // Several jobs: one line per job in each metric's panel, in order.
+  CliResult overlay = cluster_->Cli(
+      {"plot", id, id, "--metric", "loss", "--smooth", "0.6", "-o", svg_path});
+  ASSERT_EQ(overlay.exit_code, 0) << overlay.output;
+  const std::string both = ReadAll(svg_path);
+  const std::regex loss_line("<polyline class=\"series\" data-metric=\"loss\"");
+  EXPECT_EQ(std::distance(std::sregex_iterator(both.begin(), both.end(), loss_line),
+                          std::sregex_iterator()),
+            2)
+      << both;
+  EXPECT_THAT(both, HasSubstr("<polyline class=\"raw\""));
+  CliResult none = cluster_->Cli({"plot", id, "--metric", "nope", "-o", svg_path});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.output, HasSubstr("has none of nope; it has: "));
   CliResult jpg = cluster_->Cli({"plot", id, "-o", cluster_->dir() + "/x.jpg"});
   EXPECT_EQ(jpg.exit_code, 2);
   EXPECT_THAT(jpg.output, HasSubstr("must end in .svg or .png"));

@@ -1,5 +1,5 @@
-// SVG charts of metric history: series extraction and the drawn geometry,
-// read back by parsing the SVG text.
+// Charts of metric history: series extraction, ticks, smoothing, and the
+// drawn geometry (panels, overlaid jobs, log scale) read back from the SVG.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,12 +10,14 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "client/chart_data.h"
 #include "client/svg_plot.h"
 
 namespace trainctl::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 MetricRow Row(int64_t seq, const std::string& kind, int64_t step,
               std::map<std::string, double> values) {
@@ -27,12 +29,14 @@ MetricRow Row(int64_t seq, const std::string& kind, int64_t step,
   return row;
 }
 
-// The points of the polyline for `metric`, as (x, y) pixel pairs.
+// The points of the `cls` polyline of `metric` and `label`, as (x, y).
 std::vector<std::pair<double, double>> PolylinePoints(const std::string& svg,
-                                                      const std::string& metric) {
+                                                      const std::string& metric,
+                                                      const std::string& label,
+                                                      const std::string& cls = "series") {
   std::smatch m;
-  const std::regex re("<polyline class=\"series\" data-metric=\"" + metric +
-                      "\"[^>]* points=\"([^\"]*)\"");
+  const std::regex re("<polyline class=\"" + cls + "\" data-metric=\"" + metric +
+                      "\" data-series=\"" + label + "\"[^>]* points=\"([^\"]*)\"");
   if (!std::regex_search(svg, m, re)) return {};
   std::vector<std::pair<double, double>> out;
   for (absl::string_view pair : absl::StrSplit(m[1].str(), ' ')) {
@@ -88,63 +92,135 @@ TEST(NiceTicksTest, RoundValuesCoveringTheRange) {
   EXPECT_EQ(ticks, (std::vector<double>{-2, 0, 2, 4, 6}));
 }
 
-TEST(RenderSvgChartTest, OnePolylinePerSeriesWithMappedPoints) {
-  std::vector<PlotSeries> series(2);
-  series[0].name = "loss";
-  for (int s = 0; s <= 40; s += 8) {
-    series[0].points.emplace_back(s, 2.0 - s * 0.04);  // 2.0 down to 0.4
-  }
-  series[1].name = "eval_accuracy";
-  series[1].points = {{20, 0.6}, {40, 0.8}};
-  ChartOptions options;
-  options.title = "job-1 <small>";
-  const std::string svg = RenderSvgChart(series, options);
-
-  auto loss = PolylinePoints(svg, "loss");
-  ASSERT_EQ(loss.size(), 6u);
-  auto acc = PolylinePoints(svg, "eval_accuracy");
-  ASSERT_EQ(acc.size(), 2u);
-  // x grows with the step and spans the plot area; y is inverted (larger
-  // values higher up) and the extremes sit inside the frame.
-  for (size_t i = 1; i < loss.size(); ++i) {
-    EXPECT_GT(loss[i].first, loss[i - 1].first);
-    EXPECT_GT(loss[i].second, loss[i - 1].second);  // loss falls -> y grows
-  }
-  EXPECT_DOUBLE_EQ(loss.front().first, 70.0);           // left margin
-  EXPECT_DOUBLE_EQ(loss.back().first, 800.0 - 170.0);   // right edge of plot
-  EXPECT_GT(loss.front().second, 40.0);                 // below the top margin
-  EXPECT_LT(loss.back().second, 450.0 - 50.0);          // above the x axis
-  // Step 40 is at the same x in both series.
-  EXPECT_DOUBLE_EQ(acc.back().first, loss.back().first);
-
-  EXPECT_THAT(svg, HasSubstr("job-1 &lt;small&gt;"));
-  EXPECT_THAT(svg, HasSubstr(">step</text>"));
-  // Tick labels on both axes and a legend entry per series.
-  EXPECT_THAT(svg, HasSubstr(">40</text>"));
-  EXPECT_THAT(svg, HasSubstr(">2</text>"));
-  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 10, true);
-  std::smatch m;
-  std::string rest = svg;
-  int legends = 0;
-  while (std::regex_search(rest, m, std::regex("class=\"legend\""))) {
-    ++legends;
-    rest = m.suffix();
-  }
-  EXPECT_EQ(legends, 2);
+TEST(LogTicksTest, PowersOfTenAndTheirMultiplesWhenFew) {
+  EXPECT_EQ(LogTicks(0.001, 10), (std::vector<double>{0.001, 0.01, 0.1, 1, 10}));
+  EXPECT_EQ(LogTicks(0.15, 3), (std::vector<double>{0.2, 0.5, 1, 2}));
+  EXPECT_EQ(LogTicks(0.3, 0.45).size() >= 2, true);  // no power inside: linear
 }
 
-TEST(RenderSvgChartTest, SinglePointAndFlatSeriesDoNotDivideByZero) {
-  std::vector<PlotSeries> series(2);
-  series[0].name = "flat";
-  series[0].points = {{5, 1.0}};
-  series[1].name = "empty";
-  const std::string svg = RenderSvgChart(series, {});
-  auto points = PolylinePoints(svg, "flat");
-  ASSERT_EQ(points.size(), 1u);
-  EXPECT_TRUE(std::isfinite(points[0].first) && std::isfinite(points[0].second));
-  EXPECT_THAT(svg, HasSubstr("<circle"));
-  EXPECT_THAT(svg, ::testing::Not(HasSubstr("data-metric=\"empty\"")));
-  EXPECT_EQ(RenderSvgChart({series[1]}, {}), "");
+TEST(SmoothTest, TensorBoardsDebiasedMovingAverage) {
+  const std::vector<std::pair<double, double>> raw = {{1, 10}, {2, 0}, {3, 10}};
+  EXPECT_EQ(Smooth(raw, 0), raw);
+  const auto smooth = Smooth(raw, 0.5);
+  ASSERT_EQ(smooth.size(), 3u);
+  EXPECT_DOUBLE_EQ(smooth[0].second, 10);  // debiased: the first point itself
+  EXPECT_DOUBLE_EQ(smooth[1].second, (2.5 + 0) / 0.75 * 1.0);  // (0.5*5 + 0)/(1-0.25)
+  EXPECT_DOUBLE_EQ(smooth[2].second, (1.25 + 5) / 0.875);
+  EXPECT_EQ(smooth[2].first, 3);
+}
+
+PlotSeries Series(const std::string& metric, const std::string& label,
+                  std::vector<std::pair<double, double>> points) {
+  PlotSeries s;
+  s.name = metric;
+  s.label = label;
+  s.points = std::move(points);
+  return s;
+}
+
+// The <g class="panel"> of `metric`.
+std::string Panel(const std::string& svg, const std::string& metric) {
+  const size_t start = svg.find("<g class=\"panel\" data-metric=\"" + metric + "\">");
+  if (start == std::string::npos) return "";
+  return svg.substr(start, svg.find("</g>", start) - start);
+}
+
+// A panel per metric with its own y axis; a line per job in each, the
+// jobs' colours the same in every panel and named in one legend.
+TEST(RenderSvgChartTest, APanelPerMetricAndALinePerJob) {
+  std::vector<ChartPanel> panels(2);
+  panels[0].metric = "loss";
+  panels[1].metric = "lr";
+  std::vector<std::pair<double, double>> loss, lr;
+  for (int s = 0; s <= 40; s += 8) {
+    loss.emplace_back(s, 2.0 - s * 0.04);  // 2.0 down to 0.4
+    lr.emplace_back(s, 0.001);             // flat, and tiny next to the loss
+  }
+  panels[0].series = {Series("loss", "job-1 mlp", loss),
+                      Series("loss", "job-2 <cnn>", {{0, 2.2}, {40, 0.3}})};
+  panels[1].series = {Series("lr", "job-1 mlp", lr), Series("lr", "job-2 <cnn>", {})};
+  ChartOptions options;
+  options.title = "job-1 vs job-2";
+  const std::string svg = RenderSvgChart(panels, options);
+
+  const std::string loss_panel = Panel(svg, "loss"), lr_panel = Panel(svg, "lr");
+  ASSERT_FALSE(loss_panel.empty()) << svg;
+  ASSERT_FALSE(lr_panel.empty()) << svg;
+  const auto job1 = PolylinePoints(loss_panel, "loss", "job-1 mlp");
+  const auto job2 = PolylinePoints(loss_panel, "loss", "job-2 &lt;cnn&gt;");
+  ASSERT_EQ(job1.size(), 6u);
+  ASSERT_EQ(job2.size(), 2u);
+  for (size_t i = 1; i < job1.size(); ++i) {
+    EXPECT_GT(job1[i].first, job1[i - 1].first);    // x grows with the step
+    EXPECT_GT(job1[i].second, job1[i - 1].second);  // loss falls: y grows down
+  }
+  EXPECT_DOUBLE_EQ(job2.back().first, job1.back().first);  // step 40 alike
+  // Two panels side by side: lr's starts right of loss's.
+  const auto lr_line = PolylinePoints(lr_panel, "lr", "job-1 mlp");
+  ASSERT_EQ(lr_line.size(), 6u);
+  EXPECT_GT(lr_line.front().first, job1.back().first);
+  // Its own axis: a flat lr sits mid-panel, not on a loss axis's floor, and
+  // its ticks are the lr's own.
+  EXPECT_THAT(lr_panel, HasSubstr(">0.001</text>"));
+  EXPECT_THAT(loss_panel, Not(HasSubstr(">0.001</text>")));
+  // Job i has colour i in both panels; the legend names both jobs.
+  EXPECT_THAT(loss_panel, HasSubstr("data-series=\"job-1 mlp\" fill=\"none\" stroke=\"#0072B2\""));
+  EXPECT_THAT(lr_panel, HasSubstr("data-series=\"job-1 mlp\" fill=\"none\" stroke=\"#0072B2\""));
+  EXPECT_THAT(loss_panel, HasSubstr("stroke=\"#D55E00\""));
+  EXPECT_THAT(svg, HasSubstr(">job-2 &lt;cnn&gt;</text>"));
+  EXPECT_THAT(svg, HasSubstr(">job-1 vs job-2</text>"));
+  EXPECT_THAT(loss_panel, HasSubstr(">step</text>"));
+}
+
+TEST(RenderSvgChartTest, LogScaleAndSmoothing) {
+  std::vector<ChartPanel> panels(1);
+  panels[0].metric = "loss";
+  panels[0].series = {Series("loss", "job-1", {{0, 10}, {10, 1}, {20, 0.1}, {30, 0}})};
+  ChartOptions options;
+  options.log_y = true;
+  int dropped = 0;
+  std::string svg = RenderSvgChart(panels, options, &dropped);
+  EXPECT_EQ(dropped, 1);  // the 0
+  const auto points = PolylinePoints(svg, "loss", "job-1");
+  ASSERT_EQ(points.size(), 3u);
+  // Equal ratios, equal distances.
+  EXPECT_NEAR(points[1].second - points[0].second, points[2].second - points[1].second, 0.15);
+  EXPECT_THAT(svg, HasSubstr(">loss (log scale)</text>"));
+  EXPECT_THAT(svg, HasSubstr(">0.1</text>"));
+  EXPECT_THAT(svg, HasSubstr(">10</text>"));
+
+  options.log_y = false;
+  options.smoothing = 0.6;
+  svg = RenderSvgChart(panels, options);
+  EXPECT_THAT(svg, HasSubstr("<polyline class=\"raw\" data-metric=\"loss\""));
+  EXPECT_THAT(svg, HasSubstr("stroke-opacity=\"0.3\""));
+  const auto smooth = PolylinePoints(svg, "loss", "job-1");
+  ASSERT_EQ(smooth.size(), 4u);
+  // The smoothed line's last point is above the raw 0 (it lags the drop).
+  const auto raw = PolylinePoints(svg, "loss", "job-1", "raw");
+  ASSERT_EQ(raw.size(), 4u);
+  EXPECT_LT(smooth.back().second, raw.back().second);
+}
+
+TEST(RenderSvgChartTest, ALonePointIsADotInsideTheFrameAndNoPointsIsEmpty) {
+  std::vector<ChartPanel> panels(2);
+  panels[0].metric = "eval_accuracy";
+  panels[0].series = {Series("eval_accuracy", "job-1", {{40, 0.8}})};
+  panels[1].metric = "empty";
+  panels[1].series = {Series("empty", "job-1", {})};
+  const std::string svg = RenderSvgChart(panels, {});
+  const std::string dot = Panel(svg, "eval_accuracy");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dot, m, std::regex("<circle cx=\"([0-9.]+)\" cy=\"([0-9.]+)\"")));
+  const double cx = std::stod(m[1]), cy = std::stod(m[2]);
+  EXPECT_GT(cx, 70 + 20);   // not on the y axis
+  EXPECT_LT(cx, 480 - 40);  // nor the panel's right edge
+  EXPECT_GT(cy, 40);
+  // One step label under it, not the same one twice.
+  EXPECT_EQ(std::regex_search(dot, std::regex(">40</text>[^]*>40</text>")), false);
+  EXPECT_THAT(Panel(svg, "empty"), HasSubstr(">no points</text>"));
+  panels.erase(panels.begin());
+  EXPECT_EQ(RenderSvgChart(panels, {}), "");
 }
 
 }  // namespace
