@@ -116,7 +116,7 @@ HttpResponse HttpRoutes::Handle(const HttpRequest& request) const {
     }
     return api ? Api(path.substr(4), request, *caller) : Metrics(*caller);
   }
-  if (path == "/" || absl::StartsWith(path, "/jobs/")) {
+  if (path == "/" || path == "/compare" || absl::StartsWith(path, "/jobs/")) {
     return Asset("index.html");
   }
   if (absl::StartsWith(path, "/static/")) {

@@ -19,6 +19,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "headless_chromium.h"
 #include "http_get.h"
 #include "local_cluster.h"
@@ -306,6 +308,8 @@ TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
   EXPECT_EQ(eval_points, 2);  // one per epoch
   EXPECT_EQ(Attribute(dom, "chart-accuracy", "data-points"), std::to_string(eval_points));
   EXPECT_EQ(Attribute(dom, "chart-accuracy", "data-last-step"), std::to_string(eval_last));
+  const auto [lr_points, lr_last] = Expected(events, "train", "lr");
+  EXPECT_EQ(Attribute(dom, "chart-lr", "data-points"), std::to_string(lr_points));
   // One polyline vertex per point.
   const size_t poly = dom.find(" points=\"", dom.find("<polyline", dom.find("id=\"chart-loss\"")));
   ASSERT_NE(poly, std::string::npos);
@@ -322,6 +326,23 @@ TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
   EXPECT_NE(dom.find("&lt;img src=x"), std::string::npos) << dom;
   EXPECT_EQ(dom.find("<img"), std::string::npos);
   EXPECT_EQ(dom.find("data-pwned"), std::string::npos);
+
+  // The compare view: the job twice, a line each in every chart, a legend.
+  const std::string compare =
+      DumpDom(dir_, PageUrl("/compare?jobs=" + id + "," + id), 10'000, &ok);
+  ASSERT_TRUE(ok) << compare;
+  EXPECT_NE(compare.find("data-compared=\"2\""), std::string::npos) << compare;
+  EXPECT_EQ(Attribute(compare, "chart-loss", "data-points"), std::to_string(loss_points));
+  const size_t loss_chart = compare.find("id=\"chart-loss\"");
+  const std::string loss_html =
+      compare.substr(loss_chart, compare.find("id=\"chart-eval_accuracy\"") - loss_chart);
+  const std::regex line("<polyline class=\"series\"");
+  EXPECT_EQ(std::distance(std::sregex_iterator(loss_html.begin(), loss_html.end(), line),
+                          std::sregex_iterator()),
+            2)
+      << loss_html;
+  EXPECT_NE(loss_html.find("class=\"legend\""), std::string::npos);
+  EXPECT_EQ(compare.find("<img"), std::string::npos);
 
   // The job list shows the job, escaped the same way.
   const std::string list = DumpDom(dir_, PageUrl("/"), 5'000, &ok);

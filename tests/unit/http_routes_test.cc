@@ -106,7 +106,7 @@ TEST_F(HttpRoutesTest, ErrorsAreJsonWithTheRightStatus) {
 }
 
 TEST_F(HttpRoutesTest, ServesTheEmbeddedDashboard) {
-  for (const char* page : {"/", "/jobs/job-7"}) {
+  for (const char* page : {"/", "/jobs/job-7", "/compare"}) {
     HttpResponse r = Get(page);
     EXPECT_EQ(r.status, 200);
     EXPECT_EQ(r.content_type, "text/html; charset=utf-8");

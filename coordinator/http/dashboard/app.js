@@ -1,5 +1,6 @@
-// trainctl dashboard: the job list (/) and a job page (/jobs/ID), both
-// polling the coordinator's JSON API. Every piece of data is put in the page
+// trainctl dashboard: the job list (/), a job page (/jobs/ID) and several
+// jobs' charts overlaid (/compare?jobs=ID,ID), all polling the
+// coordinator's JSON API. Every piece of data is put in the page
 // with textContent or attributes, never as HTML, because job names, reasons
 // and log lines are whatever users and their programs wrote.
 "use strict";
@@ -129,6 +130,41 @@ function untilText(ms) {
   return `in ${(s / 3600).toFixed(1)} h`;
 }
 
+// Log scale and smoothing for every chart of a page, kept for the tab.
+function chartOptions(onChange) {
+  const saved = JSON.parse(sessionStorage.getItem("trainctl-chart") || "{}");
+  const opts = { log: !!saved.log, smooth: Number(saved.smooth) || 0 };
+  const log = el("input", { type: "checkbox", id: "opt-log", checked: opts.log });
+  const smoothing = el("input", { type: "range", id: "opt-smooth", min: 0, max: 0.99, step: 0.01, value: opts.smooth });
+  const shown = el("span", { text: opts.smooth.toFixed(2) });
+  const changed = () => {
+    opts.log = log.checked;
+    opts.smooth = Number(smoothing.value);
+    shown.textContent = opts.smooth.toFixed(2);
+    sessionStorage.setItem("trainctl-chart", JSON.stringify(opts));
+    onChange();
+  };
+  log.addEventListener("change", changed);
+  smoothing.addEventListener("input", changed);
+  const controls = el("div", { className: "chart-options" },
+    el("label", {}, log, " log scale"),
+    el("label", {}, "smoothing ", smoothing, " ", shown));
+  return { opts, controls };
+}
+
+// Every event of a job from `from`, page by page; calls apply on each.
+async function readEvents(id, from, apply) {
+  let next = from, closed = false;
+  for (;;) {
+    const r = await getJson(`/api/jobs/${encodeURIComponent(id)}/events?from_seq=${next}&limit=${EVENTS_PAGE}`);
+    r.events.forEach(apply);
+    next = r.nextSeq;
+    closed = r.closed;
+    if (r.closed || r.events.length < EVENTS_PAGE) break;
+  }
+  return { next, closed };
+}
+
 // ---- job list ----
 
 function listView(app) {
@@ -137,9 +173,16 @@ function listView(app) {
   const policy = el("p", { className: "muted", id: "policy" });
   const workersBody = el("tbody");
   const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
+  const selected = new Set();
+  const compare = el("a", { id: "compare", className: "button", text: "Compare selected jobs" });
+  const updateCompare = () => {
+    compare.hidden = selected.size < 2;
+    compare.href = `/compare?jobs=${[...selected].map(encodeURIComponent).join(",")}`;
+  };
+  updateCompare();
   app.replaceChildren(
-    el("h1", { text: "Jobs" }),
-    el("table", { id: "jobs" }, head(["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"], ["Reason"]), jobsBody),
+    el("h1", { text: "Jobs" }), compare,
+    el("table", { id: "jobs" }, head([""], ["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"], ["Reason"]), jobsBody),
     el("h2", { text: "Queue" }), policy,
     el("table", { id: "queue" }, head(["#", "num"], ["Job"], ["Name"], ["Owner"], ["Priority"], ["Ranks", "num"], ["Usage (slot-h)", "num"], ["Starts"], ["Waiting for"]), queueBody),
     el("h2", { text: "Workers" }),
@@ -152,7 +195,13 @@ function listView(app) {
         const v = (j.latestTrain && j.latestTrain.values) || {};
         const total = num(j.totalSteps);
         const step = num(j.latestTrain && j.latestTrain.step);
+        const pick = el("input", { type: "checkbox", checked: selected.has(j.id), title: "compare" });
+        pick.addEventListener("change", () => {
+          if (pick.checked) selected.add(j.id); else selected.delete(j.id);
+          updateCompare();
+        });
         return el("tr", { dataset: { job: j.id } },
+          el("td", {}, pick),
           el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(j.id)}`, text: j.id })),
           el("td", { text: (j.spec && j.spec.name) || "" }),
           el("td", { text: j.owner || "–" }),
@@ -211,7 +260,9 @@ function jobView(app, id) {
     loss: el("div", { className: "chart", id: "chart-loss" }),
     accuracy: el("div", { className: "chart", id: "chart-accuracy" }),
     throughput: el("div", { className: "chart", id: "chart-throughput" }),
+    lr: el("div", { className: "chart", id: "chart-lr" }),
   };
+  const chart = chartOptions(() => renderEvents());
   const facts = el("div", { className: "facts" });
   const reason = el("p", { className: "reason muted" });
   const bar = el("div");
@@ -222,7 +273,8 @@ function jobView(app, id) {
   app.replaceChildren(
     el("p", {}, el("a", { href: "/", text: "← all jobs" })), title, facts,
     el("div", { className: "progress" }, bar), reason,
-    el("div", { className: "charts" }, charts.loss, charts.accuracy, charts.throughput),
+    chart.controls,
+    el("div", { className: "charts" }, charts.loss, charts.accuracy, charts.throughput, charts.lr),
     el("h2", { text: "Ranks" }),
     el("table", { id: "ranks" }, el("thead", {}, el("tr", {}, ...["Rank", "Worker", "Host", "State", "PID", "Exit", "Message"].map((t) => el("th", { text: t })))), ranksBody),
     el("h2", { text: "State changes" }), transitions,
@@ -230,7 +282,7 @@ function jobView(app, id) {
 
   const s = {
     nextSeq: 1, closed: false, final: false,
-    loss: new Series(), accuracy: new Series(), evalLoss: new Series(), throughput: new Series(),
+    loss: new Series(), accuracy: new Series(), evalLoss: new Series(), throughput: new Series(), lr: new Series(),
     logLines: [],
   };
 
@@ -277,6 +329,7 @@ function jobView(app, id) {
       if (m.kind === "train") {
         s.loss.add(step, num(v.loss));
         s.throughput.add(step, num(v.samples_per_sec));
+        s.lr.add(step, num(v.lr));
       } else if (m.kind === "eval") {
         s.accuracy.add(step, num(v.eval_accuracy));
         s.evalLoss.add(step, num(v.eval_loss));
@@ -288,14 +341,16 @@ function jobView(app, id) {
   }
 
   function renderEvents() {
-    drawChart(charts.loss, "Training loss", s.loss);
+    const o = chart.opts;
+    drawChart(charts.loss, "Training loss", s.loss, o);
     // Jobs without an accuracy (language models) chart their eval loss.
     if (s.accuracy.byStep.size === 0 && s.evalLoss.byStep.size > 0) {
-      drawChart(charts.accuracy, "Eval loss", s.evalLoss);
+      drawChart(charts.accuracy, "Eval loss", s.evalLoss, o);
     } else {
-      drawChart(charts.accuracy, "Eval accuracy", s.accuracy);
+      drawChart(charts.accuracy, "Eval accuracy", s.accuracy, o);
     }
-    drawChart(charts.throughput, "Throughput (samples/s)", s.throughput);
+    drawChart(charts.throughput, "Throughput (samples/s)", s.throughput, o);
+    drawChart(charts.lr, "Learning rate", s.lr, o);
     const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
     logs.replaceChildren(...s.logLines.map((l) => el("span", {
       className: l.stream === "stderr" ? "stderr" : "",
@@ -310,13 +365,9 @@ function jobView(app, id) {
     try {
       renderJob(await getJson(`/api/jobs/${encodeURIComponent(id)}`));
       // Page through everything new, then draw once.
-      for (;;) {
-        const r = await getJson(`/api/jobs/${encodeURIComponent(id)}/events?from_seq=${s.nextSeq}&limit=${EVENTS_PAGE}`);
-        r.events.forEach(apply);
-        s.nextSeq = r.nextSeq;
-        s.closed = r.closed;
-        if (r.closed || r.events.length < EVENTS_PAGE) break;
-      }
+      const r = await readEvents(id, s.nextSeq, apply);
+      s.nextSeq = r.next;
+      s.closed = r.closed;
       renderEvents();
       setConn(true);
     } catch (e) {
@@ -328,8 +379,65 @@ function jobView(app, id) {
   tick();
 }
 
+// ---- several jobs overlaid (/compare?jobs=job-1,job-2) ----
+
+function compareView(app, ids) {
+  const metrics = [
+    ["loss", "Training loss", "train", "loss"],
+    ["eval_accuracy", "Eval accuracy", "eval", "eval_accuracy"],
+    ["eval_loss", "Eval loss", "eval", "eval_loss"],
+    ["throughput", "Throughput (samples/s)", "train", "samples_per_sec"],
+    ["lr", "Learning rate", "train", "lr"],
+  ];
+  const charts = Object.fromEntries(metrics.map(([key]) => [key, el("div", { className: "chart", id: `chart-${key}` })]));
+  const jobs = ids.map((id) => ({ id, label: id, nextSeq: 1, done: false,
+    series: Object.fromEntries(metrics.map(([key]) => [key, new Series()])) }));
+  const chart = chartOptions(() => draw());
+  const names = el("p", { className: "muted" });
+  app.replaceChildren(
+    el("p", {}, el("a", { href: "/", text: "← all jobs" })),
+    el("h1", { text: `Compare ${ids.join(", ")}` }), names, chart.controls,
+    el("div", { className: "charts" }, ...metrics.map(([key]) => charts[key])));
+
+  function draw() {
+    for (const [key, title] of metrics) {
+      drawChart(charts[key], title, jobs.map((j) => ({ label: j.label, series: j.series[key] })), chart.opts);
+    }
+    document.body.dataset.compared = String(jobs.length);
+  }
+
+  async function tick() {
+    try {
+      for (const j of jobs) {
+        if (j.done) continue;
+        const job = await getJson(`/api/jobs/${encodeURIComponent(j.id)}`);
+        j.label = job.spec && job.spec.name ? `${j.id} ${job.spec.name}` : j.id;
+        const r = await readEvents(j.id, j.nextSeq, (ev) => {
+          if (!ev.metric) return;
+          const m = ev.metric, v = m.values || {}, step = num(m.step);
+          for (const [key, , kind, value] of metrics) {
+            if (m.kind === kind) j.series[key].add(step, num(v[value]));
+          }
+        });
+        j.nextSeq = r.next;
+        j.done = r.closed && FINAL.has(stateName(job.state));
+      }
+      names.textContent = jobs.map((j) => j.label).join(" · ");
+      draw();
+      setConn(true);
+    } catch (e) {
+      showFailure(e);
+    }
+    if (jobs.some((j) => !j.done)) setTimeout(tick, POLL_MS);
+  }
+  tick();
+}
+
 takeTokenFromFragment();
 const m = location.pathname.match(/^\/jobs\/([^/]+)$/);
 const app = document.getElementById("app");
+const compared = location.pathname === "/compare"
+  ? (new URLSearchParams(location.search).get("jobs") || "").split(",").filter((id) => id) : [];
 if (m) jobView(app, decodeURIComponent(m[1]));
+else if (compared.length > 0) compareView(app, compared.slice(0, 8));
 else listView(app);
