@@ -15,21 +15,9 @@ trap 'rm -rf "$tmp"' EXIT
 /usr/bin/python3 "$here/check_k8s.py" "$tmp/objects.json"
 
 # Its schemas are those of Kubernetes 1.37 (the version it defaults to).
-pinned="kubernetes-validate==1.37.0"
+source "$here/../common/pinned_venv.sh"
 venv="$build/k8s-validate-venv"
-stamp="$venv/.trainctl-pinned"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$pinned" ]; then
-  rm -rf "$venv"
-  if ! /usr/bin/python3 -m venv "$venv" > "$tmp/venv.log" 2>&1 ||
-     ! "$venv/bin/pip" install --quiet --disable-pip-version-check "$pinned" \
-         >> "$tmp/venv.log" 2>&1; then
-    echo "SKIPPED schema validation: cannot install $pinned (offline?):"
-    tail -n 5 "$tmp/venv.log"
-    rm -rf "$venv"
-    exit 77
-  fi
-  echo "$pinned" > "$stamp"
-fi
+ensure_pinned_venv "$venv" "kubernetes-validate==1.37.0"
 manifests=()
 for f in "$repo"/deploy/k8s/*.yaml; do
   # kustomize's own file is no Kubernetes object (check_k8s.py reads it).

@@ -221,8 +221,9 @@ TEST_F(StreamCliTest, PlotWritesAnSvgWithOnePointPerStep) {
   EXPECT_THAT(svg, HasSubstr("data-metric=\"loss\""));
   // -o before the subcommand is the output format, after it the file.
   EXPECT_EQ(Run({"-o", "json", "plot", "j-done", "-o", file.c_str()}), 0);
-  EXPECT_EQ(out_, "{\"file\":\"" + file + "\",\"series\":[{\"metric\":\"loss\","
-                  "\"points\":2},{\"metric\":\"eval_accuracy\",\"points\":1}]}\n");
+  EXPECT_EQ(out_, "{\"file\":\"" + file + "\",\"series\":[{\"job\":\"j-done\","
+                  "\"metric\":\"loss\",\"points\":2},{\"job\":\"j-done\","
+                  "\"metric\":\"eval_accuracy\",\"points\":1}]}\n");
   EXPECT_EQ(Run({"plot", "j-done", "-o", file.c_str(), "--output", "json"}), 0);
   EXPECT_THAT(out_, HasSubstr("{\"file\":"));
   EXPECT_EQ(Run({"plot", "j-done", "--metric", "nope", "-o", file.c_str()}), 1);
