@@ -1,5 +1,7 @@
 #include "client/job_commands.h"
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/commands.h"
@@ -14,13 +16,24 @@ namespace {
 // How long `list` keeps showing a finished job without --all.
 constexpr absl::Duration kListRecent = absl::Hours(24);
 
+// How list -w rides out a coordinator restart: as `watch` does (watch.h),
+// it connects again with a growing pause and lists again, and gives up
+// after a minute without a stream.
+constexpr absl::Duration kWatchOutage = absl::Seconds(60);
+constexpr absl::Duration kFirstPause = absl::Milliseconds(250);
+constexpr absl::Duration kLongestPause = absl::Seconds(5);
+constexpr absl::Duration kHealthyStream = absl::Seconds(15);
+
 // list -w: the list as `list` prints it, then a row per state change in
-// the same columns, until interrupted or the coordinator goes away.
+// the same columns, until interrupted; after a coordinator restart the
+// list again, then its changes.
 int ListAndWatch(Env& env, const std::vector<v1::JobState>& states, bool all,
                  bool quiet) {
   v1::ListJobsResponse listing;  // pages of a list not yet complete
   std::vector<size_t> widths;    // the table's columns, from the first list
-  absl::Status ended = env.client->WatchJobs(states, [&](const v1::WatchJobsResponse& r) {
+  bool streamed = false;  // some stream answered: later breaks are retried
+  auto on_response = [&](const v1::WatchJobsResponse& r) {
+    streamed = true;
     env.ctx.now_unix_ms = absl::ToUnixMillis(absl::Now());
     if (env.json) {  // the stream's messages, one JSON line each
       env.out << ToJson(r, /*pretty=*/false) << "\n" << std::flush;
@@ -56,9 +69,26 @@ int ListAndWatch(Env& env, const std::vector<v1::JobState>& states, bool all,
     }
     env.out << std::flush;
     return true;
-  });
-  if (!ended.ok()) return Fail(env, ended);
-  return kExitOk;
+  };
+  absl::Duration pause = kFirstPause;
+  absl::Time down_since = absl::Now();
+  for (;;) {
+    const absl::Time opened = absl::Now();
+    listing.clear_jobs();
+    absl::Status ended = env.client->WatchJobs(states, on_response);
+    if (ended.ok()) return kExitOk;
+    // Nothing to resume (never reached, or refused): say why at once.
+    if (!absl::IsUnavailable(ended) || !streamed) return Fail(env, ended);
+    if (absl::Now() - opened >= kHealthyStream) {  // it was up: a new outage
+      down_since = absl::Now();
+      pause = kFirstPause;
+    }
+    if (absl::Now() - down_since >= kWatchOutage) return Fail(env, ended);
+    env.err << "trainctl: the coordinator's stream broke (" << ended.message()
+            << "); listing again in " << absl::FormatDuration(pause) << "\n";
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, kLongestPause);
+  }
 }
 
 }  // namespace

@@ -201,6 +201,9 @@ TEST_F(CliObserveTest, LogsFollowSurvivesACoordinatorRestart) {
   const std::string log_path = cluster_->dir() + "/logs-follow.out";
   std::unique_ptr<Process> follower =
       cluster_->CliInBackground({"logs", id, "-f"}, log_path);
+  // list -w rides out the restart too: it lists again, then goes on.
+  const std::string list_path = cluster_->dir() + "/list-w-restart.out";
+  std::unique_ptr<Process> lister = cluster_->CliInBackground({"list", "-w"}, list_path);
 
   // Restart while the job trains: after its start-up lines, before its
   // final ones.
@@ -237,6 +240,16 @@ TEST_F(CliObserveTest, LogsFollowSurvivesACoordinatorRestart) {
   EXPECT_THAT(output, HasSubstr("resuming from seq"));
   job = cluster_->GetJob(id);
   EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED) << job.reason();
+  std::string listed;
+  const std::regex relisted("listing again[^]*\n" + id + " .*SUCCEEDED");
+  for (int i = 0; i < 600 && !std::regex_search(listed, relisted); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    listed = ReadAll(list_path);
+  }
+  lister->Signal(SIGTERM);
+  lister->Wait(seconds(10));
+  EXPECT_TRUE(std::regex_search(listed, relisted)) << listed;
+  EXPECT_EQ(listed.find("ID  "), listed.rfind("ID  ")) << listed;  // one header
   // Every rank's lines, each once, in order: nothing lost or repeated.
   EXPECT_EQ(LinesByRank(output), LinesByRank(cluster_->Events(id))) << output;
 }
