@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/format.h"
+#include "common/proto_json.h"
 #include "client/live_view.h"
 
 namespace trainctl::client {
@@ -402,19 +403,13 @@ std::string RenderSpecErrors(const std::string& path,
 }
 
 std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = pretty;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
   std::string json;
-  auto status =
-      google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!status.ok()) {
-    // Cannot happen for our own messages; still emit valid JSON.
+  if (!ProtoToJson(message, pretty, &json)) {
+    // Only invalid UTF-8 in a string field; still emit valid JSON.
     return absl::StrCat("{\"error\": \"cannot encode ", message.GetTypeName(),
                         " as JSON\"}");
   }
-  return std::string(absl::StripTrailingAsciiWhitespace(json));
+  return json;
 }
 
 }  // namespace trainctl::client

@@ -4,20 +4,16 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/proto_json.h"
 
 namespace trainctl::coordinator::http {
 namespace {
 
 std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  // Zero values (step 0, restarts 0) are printed, so the page never has to
-  // guess a default.
-  options.always_print_primitive_fields = true;
   std::string out;
-  if (!google::protobuf::util::MessageToJsonString(message, &out, options)
-           .ok()) {
-    // Only invalid UTF-8 in a string field gets here; say so instead of
-    // sending broken JSON.
+  // Only invalid UTF-8 in a string field fails; say so instead of sending
+  // broken JSON.
+  if (!ProtoToJson(message, /*pretty=*/false, &out)) {
     return ErrorJson("a field is not valid UTF-8");
   }
   return out;
@@ -67,7 +63,7 @@ std::string EventsJson(const std::vector<v1::JobEvent>& events,
   for (size_t i = 0; i < events.size(); ++i) {
     absl::StrAppend(&out, i > 0 ? "," : "", ToJson(events[i]));
   }
-  absl::StrAppend(&out, R"(],"nextSeq":)", next_seq,
+  absl::StrAppend(&out, R"(],"next_seq":)", next_seq,
                   R"(,"closed":)", closed ? "true" : "false", "}");
   return out;
 }

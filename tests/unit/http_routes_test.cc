@@ -65,14 +65,14 @@ TEST_F(HttpRoutesTest, JobJsonAndEventPaging) {
   EXPECT_EQ(page.status, 200);
   EXPECT_NE(page.body.find("\"seq\":\"1\""), std::string::npos) << page.body;
   EXPECT_EQ(page.body.find("\"seq\":\"2\""), std::string::npos);
-  EXPECT_NE(page.body.find("\"nextSeq\":2,\"closed\":false}"), std::string::npos);
+  EXPECT_NE(page.body.find("\"next_seq\":2,\"closed\":false}"), std::string::npos);
   HttpResponse rest = Get("/api/jobs/job-1/events", {{"from_seq", "2"}});
-  EXPECT_NE(rest.body.find("\"nextSeq\":" + std::to_string(total + 1)),
+  EXPECT_NE(rest.body.find("\"next_seq\":" + std::to_string(total + 1)),
             std::string::npos)
       << rest.body;
   ASSERT_TRUE(jobs_.Cancel("job-1", "test").ok());
   HttpResponse closed = Get("/api/jobs/job-1/events", {{"from_seq", "1000"}});
-  EXPECT_NE(closed.body.find("\"events\":[],\"nextSeq\":1000,\"closed\":true}"),
+  EXPECT_NE(closed.body.find("\"events\":[],\"next_seq\":1000,\"closed\":true}"),
             std::string::npos)
       << closed.body;
 }
@@ -84,8 +84,8 @@ TEST_F(HttpRoutesTest, TheQueueInPolicyOrderWithWhyEachJobWaits) {
   HttpResponse queue = Get("/api/queue");
   EXPECT_EQ(queue.status, 200);
   EXPECT_EQ(queue.content_type, "application/json");
-  EXPECT_NE(queue.body.find("\"jobId\":\"job-2\""), std::string::npos) << queue.body;
-  EXPECT_EQ(queue.body.find("\"jobId\":\"job-1\""), std::string::npos);
+  EXPECT_NE(queue.body.find("\"job_id\":\"job-2\""), std::string::npos) << queue.body;
+  EXPECT_EQ(queue.body.find("\"job_id\":\"job-1\""), std::string::npos);
   EXPECT_NE(queue.body.find("\"position\":1"), std::string::npos);
   EXPECT_NE(queue.body.find("\"reason\":\"needs 1 slots; 0 of 1 registered slots free\""),
             std::string::npos) << queue.body;

@@ -116,7 +116,7 @@ function agoText(ms) {
 // What a job waits for, or why it is in its state (a long one is cut; the
 // whole text is its tooltip).
 function reasonCell(j) {
-  const text = j.pendingReason || j.reason || "";
+  const text = j.pending_reason || j.reason || "";
   return el("td", { className: "reason", text, title: text });
 }
 // An estimated start, from now: "in 12 min".
@@ -158,7 +158,7 @@ async function readEvents(id, from, apply) {
   for (;;) {
     const r = await getJson(`/api/jobs/${encodeURIComponent(id)}/events?from_seq=${next}&limit=${EVENTS_PAGE}`);
     r.events.forEach(apply);
-    next = r.nextSeq;
+    next = r.next_seq;
     closed = r.closed;
     if (r.closed || r.events.length < EVENTS_PAGE) break;
   }
@@ -192,9 +192,9 @@ function listView(app) {
     try {
       const { jobs } = await getJson("/api/jobs");
       jobsBody.replaceChildren(...[...jobs].reverse().map((j) => {
-        const v = (j.latestTrain && j.latestTrain.values) || {};
-        const total = num(j.totalSteps);
-        const step = num(j.latestTrain && j.latestTrain.step);
+        const v = (j.latest_train && j.latest_train.values) || {};
+        const total = num(j.total_steps);
+        const step = num(j.latest_train && j.latest_train.step);
         const pick = el("input", { type: "checkbox", checked: selected.has(j.id), title: "compare" });
         pick.addEventListener("change", () => {
           if (pick.checked) selected.add(j.id); else selected.delete(j.id);
@@ -210,39 +210,39 @@ function listView(app) {
           el("td", { className: "num", text: fmt(num(v.loss)) }),
           el("td", { className: "num", text: fmt(num(v.samples_per_sec)) }),
           el("td", { className: "num", text: String(j.restarts || 0) }),
-          el("td", { text: timeText(j.createdUnixMs) }),
+          el("td", { text: timeText(j.created_unix_ms) }),
           reasonCell(j));
       }));
       document.body.dataset.jobs = String(jobs.length);
       // In the order the scheduler considers them (docs/scheduling.md).
       const q = await getJson("/api/queue");
-      const classes = (q.classes || []).map((c) => `${c.name} ${c.value || 0}${c.isDefault ? " (default)" : ""}`);
-      policy.textContent = `policy: ${q.policyOrigin || ""}; classes ${classes.join(", ")}; ` +
-        `fair-share half-life ${q.halfLifeHours} h; backfill ${q.backfill ? "on" : "off"}, ` +
+      const classes = (q.classes || []).map((c) => `${c.name} ${c.value || 0}${c.is_default ? " (default)" : ""}`);
+      policy.textContent = `policy: ${q.policy_origin || ""}; classes ${classes.join(", ")}; ` +
+        `fair-share half-life ${q.half_life_hours} h; backfill ${q.backfill ? "on" : "off"}, ` +
         `preemption ${q.preemption ? "on" : "off"}`;
       const waiting = q.jobs || [];
       queueBody.replaceChildren(...(waiting.length === 0
         ? [el("tr", {}, el("td", { colSpan: 9, className: "muted", text: "no job is waiting" }))]
         : waiting.map((e) => {
           const st = stateName(e.state);
-          return el("tr", { dataset: { queuedJob: e.jobId } },
+          return el("tr", { dataset: { queuedJob: e.job_id } },
             el("td", { className: "num", text: String(e.position || 0) }),
-            el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(e.jobId)}`, text: e.jobId }),
+            el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(e.job_id)}`, text: e.job_id }),
               st === "queued" ? "" : el("span", { className: `state state-${st}`, text: ` (${st})` })),
             el("td", { text: e.name || "–" }),
             el("td", { text: e.owner || "–" }),
-            el("td", { text: `${e.priorityClass} ${e.priority || 0}` }),
+            el("td", { text: `${e.priority_class} ${e.priority || 0}` }),
             el("td", { className: "num", text: String(e.ranks || 0) }),
-            el("td", { className: "num", text: fmt(num(e.ownerUsageSlotHours)) }),
-            el("td", { text: untilText(e.estimatedStartUnixMs) }),
+            el("td", { className: "num", text: fmt(num(e.owner_usage_slot_hours)) }),
+            el("td", { text: untilText(e.estimated_start_unix_ms) }),
             el("td", { text: e.reason || "" }));
         })));
       document.body.dataset.queued = String(waiting.length);
       const { workers } = await getJson("/api/workers");
       workersBody.replaceChildren(...workers.map((w) => el("tr", {},
         el("td", { text: w.name }), el("td", { text: w.host }),
-        el("td", { className: "num", text: `${w.slotsFree} / ${w.slotsTotal}` }),
-        el("td", { text: agoText(w.lastHeartbeatUnixMs), title: timeText(w.lastHeartbeatUnixMs) }),
+        el("td", { className: "num", text: `${w.slots_free} / ${w.slots_total}` }),
+        el("td", { text: agoText(w.last_heartbeat_unix_ms), title: timeText(w.last_heartbeat_unix_ms) }),
         el("td", { text: (w.running || []).join(", ") }))));
       setConn(true);
     } catch (e) {
@@ -290,14 +290,14 @@ function jobView(app, id) {
     const name = (j.spec && j.spec.name) || "";
     title.textContent = name ? `${name} (${j.id})` : j.id;
     document.title = `${title.textContent} · trainctl`;
-    const total = num(j.totalSteps);
-    const step = num(j.latestTrain && j.latestTrain.step);
-    const v = (j.latestTrain && j.latestTrain.values) || {};
+    const total = num(j.total_steps);
+    const step = num(j.latest_train && j.latest_train.step);
+    const v = (j.latest_train && j.latest_train.values) || {};
     const fact = (k, val) => el("div", { className: "fact" }, el("div", { className: "k", text: k }), el("div", { className: "v" }, val));
     facts.replaceChildren(
       fact("State", stateCell(j.state)),
       fact("Step", total > 0 ? `${Number.isFinite(step) ? step : 0} / ${total}` : "–"),
-      fact("Epoch", String(num(j.latestTrain && j.latestTrain.epoch) || 0)),
+      fact("Epoch", String(num(j.latest_train && j.latest_train.epoch) || 0)),
       fact("Loss", fmt(num(v.loss))),
       fact("Samples/s", fmt(num(v.samples_per_sec))),
       fact("Generation", String(j.generation || 0)),
@@ -306,18 +306,18 @@ function jobView(app, id) {
       fact("Stragglers", (j.stragglers || []).map((s) =>
         `rank ${s.rank || 0} on ${s.worker}: ${fmt(num(s.ratio))}× ${s.phase}`).join("; ") || "none"),
       fact("Priority", (j.spec && j.spec.priority) || "–"),
-      fact("World size", String(j.worldSize || 0)));
+      fact("World size", String(j.world_size || 0)));
     bar.style.width = total > 0 && step > 0 ? `${Math.min(100, (100 * step) / total)}%` : "0%";
-    reason.textContent = j.pendingReason || j.reason || "";
+    reason.textContent = j.pending_reason || j.reason || "";
     ranksBody.replaceChildren(...(j.ranks || []).map((r) => el("tr", {},
       el("td", { text: String(r.rank || 0) }), el("td", { text: r.worker || "" }),
       el("td", { text: r.host || "" }), el("td", { text: stateName(r.state) }),
       el("td", { text: r.pid ? String(r.pid) : "" }),
-      el("td", { text: stateName(r.state) === "exited" ? String(r.exitCode || 0) : "" }),
+      el("td", { text: stateName(r.state) === "exited" ? String(r.exit_code || 0) : "" }),
       el("td", { text: r.message || "" }))));
     transitions.replaceChildren(...(j.transitions || []).map((t) => el("li", {
       // The first transition (submission) has no "from" state.
-      text: `${timeText(t.timeUnixMs)}: ${stateName(t.from) === "unspecified" ? "" : `${stateName(t.from)} → `}${stateName(t.to)}${t.reason ? ` (${t.reason})` : ""}`,
+      text: `${timeText(t.time_unix_ms)}: ${stateName(t.from) === "unspecified" ? "" : `${stateName(t.from)} → `}${stateName(t.to)}${t.reason ? ` (${t.reason})` : ""}`,
     })));
     s.final = FINAL.has(stateName(j.state));
     document.body.dataset.state = stateName(j.state);
