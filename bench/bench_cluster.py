@@ -20,6 +20,16 @@ def with_rank_malloc(env):
     return env
 
 
+def torch_version(torchrun):
+    """The torch version of the Python beside `torchrun` ("?" if none)."""
+    python = os.path.join(os.path.dirname(torchrun), "python3")
+    if not os.access(python, os.X_OK):
+        python = "/usr/bin/python3"
+    r = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
 class BenchError(Exception):
     pass
 

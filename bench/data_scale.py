@@ -52,7 +52,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_cluster import (BenchError, Cluster, run_launcher,  # noqa: E402
-                           with_rank_malloc)
+                           torch_version, with_rank_malloc)
 
 
 def parse_args():
@@ -224,15 +224,6 @@ def run_result(first_step_s, load_ms, manifest_ms, sampler, rates):
         "file_mib": top.get("RssFile", 0) / 1024,
         "samples_per_sec": statistics.median(rates[1:]),
     }
-
-
-def torch_version(torchrun):
-    python = os.path.join(os.path.dirname(torchrun), "python3")
-    if not os.access(python, os.X_OK):
-        python = "/usr/bin/python3"
-    r = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
-                       capture_output=True, text=True)
-    return r.stdout.strip() or "?"
 
 
 def run_peer(args, torchrun, data_path, logdir, tag):

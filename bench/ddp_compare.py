@@ -38,7 +38,8 @@ import sys
 import tempfile
 import time
 
-from bench_cluster import BenchError, Cluster, run_launcher, with_rank_malloc
+from bench_cluster import (BenchError, Cluster, run_launcher, torch_version,
+                           with_rank_malloc)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_STEPS = {"mlp": 600, "cnn": 200}
@@ -67,7 +68,11 @@ def parse_args():
                    help="directory of the trainctl binaries (default build/bin)")
     p.add_argument("--global-batch", type=int, default=128)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    p.add_argument("--torchrun", default="/usr/bin/torchrun")
+    p.add_argument("--torchrun", default=None,
+                   help="comma-separated torchrun executables, one DDP peer "
+                        "each, all run in every round (default: Debian's "
+                        "/usr/bin/torchrun, and build-torch2-venv/bin/torchrun "
+                        "of the 2.x wheel when it exists)")
     p.add_argument("--windows", type=int, default=6,
                    help="trainctl metric windows per run, the first being "
                         "warm-up (default 6)")
@@ -105,6 +110,10 @@ def parse_args():
         if a.steps[m] < a.windows:
             p.error(f"--steps for {m} must be >= --windows ({a.windows})")
     a.bin = os.path.abspath(a.bin)
+    if a.torchrun is None:
+        wheel = os.path.join(REPO, "build-torch2-venv", "bin", "torchrun")
+        a.torchrun = "/usr/bin/torchrun" + ("," + wheel if os.access(wheel, os.X_OK) else "")
+    a.torchruns = [os.path.abspath(t) for t in a.torchrun.split(",") if t]
     return a
 
 
@@ -232,8 +241,8 @@ def run_trainctl(args, cluster, model, ranks, steps, log_every, tag):
 
 # --------------------------------------------------------------------- DDP
 
-def run_ddp(args, model, ranks, steps, warmup, logdir, tag):
-    cmd = [args.torchrun, "--standalone", "--nproc_per_node", str(ranks),
+def run_ddp(args, torchrun, model, ranks, steps, warmup, logdir, tag):
+    cmd = [torchrun, "--standalone", "--nproc_per_node", str(ranks),
            "--redirects", "1", "--tee", "1",
            os.path.join(REPO, "bench", "ddp_peer.py"),
            "--model", model, "--global-batch", str(args.global_batch),
@@ -288,14 +297,17 @@ def bench_config(args, model, ranks, workdir, log):
                 f"data {a['data_ms']:.2f} compute {a['compute_ms']:.2f} "
                 f"comm {a['comm_ms']:.2f} optimizer {a['optimizer_ms']:.2f} ms"
                 f"; loss {a['loss']:.3f}")
-            b = run_ddp(args, model, ranks, steps, log_every, logdir,
-                        f"ddp-{i + 1}")
-            log(f"  run {i + 1} DDP:      {b['samples_per_sec']:8.0f} "
-                f"samples/s (window median {fmt(b['window_median'])}), "
-                f"launch->first step {b['launch_s']:.2f} s; per step "
-                f"data {b['data_ms']:.2f} fwd+bwd(+comm) {b['fwd_bwd_ms']:.2f} "
-                f"optimizer {b['optimizer_ms']:.2f} ms; loss {b['loss']:.3f}")
-            runs.append((a, b))
+            peers = {}
+            for p, (torchrun, version) in enumerate(zip(args.torchruns, args.peer_versions)):
+                b = run_ddp(args, torchrun, model, ranks, steps, log_every, logdir,
+                            f"ddp{p}-{i + 1}")
+                log(f"  run {i + 1} DDP {version:<14} {b['samples_per_sec']:8.0f} "
+                    f"samples/s (window median {fmt(b['window_median'])}), "
+                    f"launch->first step {b['launch_s']:.2f} s; per step "
+                    f"data {b['data_ms']:.2f} fwd+bwd(+comm) {b['fwd_bwd_ms']:.2f} "
+                    f"optimizer {b['optimizer_ms']:.2f} ms; loss {b['loss']:.3f}")
+                peers[version] = b
+            runs.append((a, peers))
     finally:
         cluster.stop()
     return runs
@@ -315,13 +327,17 @@ def main():
             log(f"error: {os.path.join(args.bin, name)} is not executable "
                 "(build first, or pass --bin)")
             return 2
-    if not os.access(args.torchrun, os.X_OK):
-        log(f"error: {args.torchrun} is not executable (pass --torchrun)")
-        return 2
+    for torchrun in args.torchruns:
+        if not os.access(torchrun, os.X_OK):
+            log(f"error: {torchrun} is not executable (pass --torchrun)")
+            return 2
+    args.peer_versions = [torch_version(t) for t in args.torchruns]
 
     log("trainctl vs PyTorch DDP (Gloo, CPU)")
     log(f"machine: {machine_info()}")
     log(f"command: {shlex.join([sys.executable] + sys.argv)}")
+    log("DDP peers: " + ", ".join(f"torch {v} ({t})" for t, v in
+                                  zip(args.torchruns, args.peer_versions)))
     log(f"settings: global batch {args.global_batch}, {args.threads} "
         f"thread(s) per rank, AdamW lr 1e-3 wd 0.01, steps "
         + ", ".join(f"{m} {args.steps[m]}" for m in args.models)
@@ -343,28 +359,31 @@ def main():
                         log(f"--- {path} (last lines)\n{tail(path)}")
                 return 1
             ta = [a["samples_per_sec"] for a, _ in runs]
-            tb = [b["samples_per_sec"] for _, b in runs]
             la = [a["launch_s"] for a, _ in runs]
-            lb = [b["launch_s"] for _, b in runs]
-            rows.append({
-                "model": model, "ranks": ranks,
-                "trainctl": median(ta), "ddp": median(tb),
-                "ratio": median([a / b for a, b in zip(ta, tb)]),
-                "launch_trainctl": median(la), "launch_ddp": median(lb),
-                "launch_ratio": median([b / a for a, b in zip(la, lb)
-                                        if a and a > 0 and b is not None]),
-                "breakdown": {k: median([a[k] for a, _ in runs]) for k in
-                              ("data_ms", "compute_ms", "comm_ms",
-                               "optimizer_ms")},
-                "ddp_breakdown": {k: median([b[k] for _, b in runs]) for k in
-                                  ("data_ms", "fwd_bwd_ms", "optimizer_ms")},
-            })
+            for version in args.peer_versions:
+                peer = [p[version] for _, p in runs]
+                tb = [b["samples_per_sec"] for b in peer]
+                lb = [b["launch_s"] for b in peer]
+                rows.append({
+                    "model": model, "ranks": ranks, "peer": version,
+                    "trainctl": median(ta), "ddp": median(tb),
+                    # Each round's ratio: the two sides ran back to back.
+                    "ratio": median([a / b for a, b in zip(ta, tb)]),
+                    "launch_trainctl": median(la), "launch_ddp": median(lb),
+                    "launch_ratio": median([b / a for a, b in zip(la, lb)
+                                            if a and a > 0 and b is not None]),
+                    "breakdown": {k: median([a[k] for a, _ in runs]) for k in
+                                  ("data_ms", "compute_ms", "comm_ms",
+                                   "optimizer_ms")},
+                    "ddp_breakdown": {k: median([b[k] for b in peer]) for k in
+                                      ("data_ms", "fwd_bwd_ms", "optimizer_ms")},
+                })
 
     log("\nResults (medians over runs; samples/s after warm-up; launch = "
         "launcher spawned -> training step 1 done)")
     log("DDP peer malloc: " + ("trainctl's settings (--peer-heap-reuse)"
                                if args.peer_heap_reuse else "glibc defaults"))
-    hdr = (f"{'model':<5} {'ranks':>5} {'trainctl/s':>11} {'DDP/s':>9} "
+    hdr = (f"{'model':<5} {'ranks':>5} {'DDP torch':<14} {'trainctl/s':>11} {'DDP/s':>9} "
            f"{'ratio':>6} {'target':>12} {'launch tc':>10} {'launch DDP':>11} "
            f"{'DDP/tc':>7} {'target':>11}")
     log(hdr)
@@ -374,7 +393,7 @@ def main():
                                        THROUGHPUT_TARGET_DEFAULT)
         ok = r["ratio"] is not None and r["ratio"] >= target
         lok = r["launch_ratio"] is not None and r["launch_ratio"] >= LAUNCH_TARGET
-        log(f"{r['model']:<5} {r['ranks']:>5} {fmt(r['trainctl']):>11} "
+        log(f"{r['model']:<5} {r['ranks']:>5} {r['peer']:<14} {fmt(r['trainctl']):>11} "
             f"{fmt(r['ddp']):>9} {fmt(r['ratio'], '.2f'):>6} "
             f"{'>=' + format(target, '.2f') + (' PASS' if ok else ' MISS'):>12} "
             f"{fmt(r['launch_trainctl'], '.2f') + 's':>10} "
@@ -385,7 +404,7 @@ def main():
         "optimizer | DDP data/fwd+bwd(incl. overlapped all-reduce)/optimizer")
     for r in rows:
         t, d = r["breakdown"], r["ddp_breakdown"]
-        log(f"{r['model']:<5} {r['ranks']:>2} ranks: trainctl "
+        log(f"{r['model']:<5} {r['ranks']:>2} ranks, DDP {r['peer']}: trainctl "
             f"{t['data_ms']:.2f} / {t['compute_ms']:.2f} / {t['comm_ms']:.2f} / "
             f"{t['optimizer_ms']:.2f}  |  DDP {d['data_ms']:.2f} / "
             f"{d['fwd_bwd_ms']:.2f} / {d['optimizer_ms']:.2f}")

@@ -63,7 +63,6 @@ ARGS = parse_args()
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(ARGS.threads)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -72,7 +71,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 
 def read_idx(path):
-    """Reads a (gzipped) IDX file into a numpy array."""
+    """Reads a (gzipped) unsigned-byte IDX file into a uint8 tensor."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         raw = f.read()
@@ -80,15 +79,15 @@ def read_idx(path):
     if zero != 0 or dtype_code != 0x08:
         raise ValueError(f"{path}: not an unsigned-byte IDX file")
     dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    data = torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8)
     return data.reshape(dims)
 
 
 def load_train_set(data_dir):
     images = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    y = torch.from_numpy(labels.astype(np.int64))
+    x = (images.to(torch.float32) / 255.0).unsqueeze(1)
+    y = labels.to(torch.int64)
     return x.contiguous(), y
 
 
