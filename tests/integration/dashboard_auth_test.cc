@@ -131,6 +131,10 @@ TEST_F(DashboardAuthTest, TheQueueShowsWhoWaitsAndWhyButOnlyAdminsSeeOthersNames
   EXPECT_EQ(alices.find("bobs-run"), std::string::npos);
   const std::string roots = Page("/#token=root-token", 4'000);
   EXPECT_NE(roots.find("bobs-run"), std::string::npos) << roots;
+  // Each user's standing: bob holds one slot, and has no quota.
+  const size_t bob = roots.find("<tr data-user=\"bob\"><td>bob</td><td class=\"num\">1</td>"
+                                "<td class=\"num\">–</td>");
+  EXPECT_NE(bob, std::string::npos) << roots;
 }
 
 }  // namespace

@@ -170,6 +170,7 @@ async function readEvents(id, from, apply) {
 function listView(app) {
   const jobsBody = el("tbody");
   const queueBody = el("tbody");
+  const usersBody = el("tbody");
   const policy = el("p", { className: "muted", id: "policy" });
   const workersBody = el("tbody");
   const head = (...cols) => el("thead", {}, el("tr", {}, ...cols.map(([t, c]) => el("th", { text: t, className: c || "" }))));
@@ -185,6 +186,7 @@ function listView(app) {
     el("table", { id: "jobs" }, head([""], ["Job"], ["Name"], ["Owner"], ["State"], ["Step", "num"], ["Loss", "num"], ["Samples/s", "num"], ["Restarts", "num"], ["Submitted"], ["Reason"]), jobsBody),
     el("h2", { text: "Queue" }), policy,
     el("table", { id: "queue" }, head(["#", "num"], ["Job"], ["Name"], ["Owner"], ["Priority"], ["Ranks", "num"], ["Usage (slot-h)", "num"], ["Starts"], ["Waiting for"]), queueBody),
+    el("table", { id: "users" }, head(["User"], ["Slots in use", "num"], ["Slot quota", "num"], ["GPU quota", "num"], ["Usage (slot-h)", "num"], ["Max class"], ["Group"]), usersBody),
     el("h2", { text: "Workers" }),
     el("table", { id: "workers" }, head(["Worker"], ["Host"], ["Slots free", "num"], ["Last heartbeat"], ["Running"]), workersBody));
 
@@ -238,6 +240,16 @@ function listView(app) {
             el("td", { text: e.reason || "" }));
         })));
       document.body.dataset.queued = String(waiting.length);
+      // Each user's standing against their quota (-1: no limit).
+      const quota = (v) => (num(v) < 0 ? "–" : String(num(v) || 0));
+      usersBody.replaceChildren(...(q.users || []).map((u) => el("tr", { dataset: { user: u.user } },
+        el("td", { text: u.user === "*" ? "* (everyone else)" : u.user }),
+        el("td", { className: "num", text: String(u.slots_in_use || 0) }),
+        el("td", { className: "num", text: quota(u.slot_quota) + (u.borrow ? " (borrows)" : "") }),
+        el("td", { className: "num", text: quota(u.gpu_quota) }),
+        el("td", { className: "num", text: fmt(num(u.usage_slot_hours)) }),
+        el("td", { text: u.max_class || "–" }),
+        el("td", { text: u.group || "–" }))));
       const { workers } = await getJson("/api/workers");
       workersBody.replaceChildren(...workers.map((w) => el("tr", {},
         el("td", { text: w.name }), el("td", { text: w.host }),
