@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -40,6 +41,23 @@ std::optional<CheckpointName> ParseCheckpointFileName(std::string_view whole) {
   }
   if (!AllDigits(step) || !absl::SimpleAtoi(step, &parsed.step)) return std::nullopt;
   return parsed;
+}
+
+absl::StatusOr<CheckpointRef> ParseCheckpointRef(absl::string_view text,
+                                                 absl::string_view field) {
+  const size_t colon = text.find(':');
+  CheckpointRef ref{std::string(text.substr(0, colon)), std::nullopt};
+  int64_t step = -1;
+  if (ref.job_id.empty() ||
+      (colon != absl::string_view::npos &&
+       (!AllDigits(text.substr(colon + 1)) ||
+        !absl::SimpleAtoi(text.substr(colon + 1), &step)))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text, "' is not JOB or JOB:STEP (a step is a number, "
+        "as trainctl checkpoints JOB lists them)"));
+  }
+  if (colon != absl::string_view::npos) ref.step = step;
+  return ref;
 }
 
 }  // namespace trainctl

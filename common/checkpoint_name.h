@@ -5,6 +5,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
 namespace trainctl {
 
 // A checkpoint's file name in <checkpoint.dir>/<job id>/: the step it
@@ -22,5 +25,15 @@ struct CheckpointName {
 };
 // nullopt for anything else (temporaries, other files).
 std::optional<CheckpointName> ParseCheckpointFileName(std::string_view name);
+
+// How people name a checkpoint: "JOB" (its newest) or "JOB:STEP"
+// (--resume-from, trainctl export).
+struct CheckpointRef {
+  std::string job_id;
+  std::optional<int64_t> step;  // nullopt: the newest
+};
+// INVALID_ARGUMENT, naming `field` and the text, when it is neither.
+absl::StatusOr<CheckpointRef> ParseCheckpointRef(absl::string_view text,
+                                                 absl::string_view field);
 
 }  // namespace trainctl

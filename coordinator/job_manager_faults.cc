@@ -6,13 +6,12 @@
 #include <optional>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "common/checkpoint_name.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "coordinator/checkpoint_retention.h"
 #include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
@@ -77,34 +76,28 @@ v1::Checkpoint JobManager::ResumePointLocked(const v1::Job& job) {
 }
 
 absl::StatusOr<v1::Checkpoint> JobManager::FindCheckpoint(
-    const std::string& ref) {
-  const std::vector<std::string> parts =
-      absl::StrSplit(ref, absl::MaxSplits(':', 1));
-  int64_t step = -1;
-  if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &step)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resume_from: '", ref, "' is not JOB or JOB:STEP"));
-  }
+    const std::string& text) {
+  ASSIGN_OR_RETURN(const CheckpointRef ref, ParseCheckpointRef(text, "resume_from"));
   std::lock_guard<std::mutex> lock(mu_);
-  if (FindLocked(parts[0]) == nullptr) {
+  if (FindLocked(ref.job_id) == nullptr) {
     return absl::NotFoundError(
-        absl::StrCat("resume_from: no job with id '", parts[0], "'"));
+        absl::StrCat("resume_from: no job with id '", ref.job_id, "'"));
   }
   absl::StatusOr<std::vector<CheckpointRecord>> catalog =
-      store_.ListCheckpoints(parts[0]);
+      store_.ListCheckpoints(ref.job_id);
   if (!catalog.ok()) return catalog.status();
   if (catalog->empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "resume_from: job ", parts[0], " has no checkpoints"));
+        "resume_from: job ", ref.job_id, " has no checkpoints"));
   }
-  if (step < 0) return catalog->back().info;
+  if (!ref.step) return catalog->back().info;
   for (const CheckpointRecord& c : *catalog) {
-    if (c.step == step) return c.info;
+    if (c.step == *ref.step) return c.info;
   }
   std::vector<std::string> steps;
   for (const CheckpointRecord& c : *catalog) steps.push_back(absl::StrCat(c.step));
   return absl::NotFoundError(absl::StrCat(
-      "resume_from: job ", parts[0], " has no checkpoint at step ", step,
+      "resume_from: job ", ref.job_id, " has no checkpoint at step ", *ref.step,
       " (it has steps ", absl::StrJoin(steps, ", "), ")"));
 }
 

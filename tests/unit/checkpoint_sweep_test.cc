@@ -1,5 +1,6 @@
 #include "worker/agent/checkpoint_sweep.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -55,6 +56,24 @@ TEST(CheckpointNameTest, StepAndGenerationRoundTrip) {
                           "step-40-gx.ckpt", "step-4a.ckpt", "step-40.ckpt.tmp-1",
                           "step-40-g2-g3.ckpt", "x-40.ckpt"}) {
     EXPECT_FALSE(ParseCheckpointFileName(bad)) << bad;
+  }
+}
+
+TEST(CheckpointNameTest, RefIsJobOrJobColonStep) {
+  absl::StatusOr<CheckpointRef> ref = ParseCheckpointRef("job-3", "export");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->job_id, "job-3");
+  EXPECT_FALSE(ref->step);
+  ref = ParseCheckpointRef("job-3:40", "export");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_EQ(ref->job_id, "job-3");
+  EXPECT_EQ(ref->step, 40);
+  for (const char* bad : {"job-3:", "job-3:x", "job-3:-1", ":40", "", "job-3:4:0"}) {
+    ref = ParseCheckpointRef(bad, "export");
+    ASSERT_FALSE(ref.ok()) << bad;
+    EXPECT_EQ(ref.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(ref.status().message()),
+                ::testing::StartsWith("export: '" + std::string(bad) + "'"));
   }
 }
 
