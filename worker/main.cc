@@ -1,5 +1,6 @@
-// trainctl-worker: the node agent, and (as `trainctl-worker rank ...`) the
-// rank process it spawns for each assigned slot.
+// trainctl-worker: the node agent, (as `trainctl-worker rank ...`) the
+// rank process it spawns for each assigned slot, and (as `trainctl-worker
+// export ...`) the torch side of `trainctl export`.
 
 #include <string.h>
 
@@ -8,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "worker/train/export_main.h"
 #include "worker/train/rank_main.h"
 #include "worker/worker_node.h"
 
@@ -52,6 +54,9 @@ std::string VersionText() {
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "rank") == 0) {
     return trainctl::train::RankMain(argc - 1, argv + 1);
+  }
+  if (argc > 1 && strcmp(argv[1], "export") == 0) {
+    return trainctl::train::ExportMain(argc - 1, argv + 1);
   }
   trainctl::worker::WorkerFlags flags;
   CLI::App app{"trainctl-worker: the node agent. Registers this node's slots "

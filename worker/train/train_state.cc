@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/shard_plan.h"
+#include "common/status_macros.h"
 #include "worker/train/device.h"
 #include "worker/train/optim/optimizer_state.h"
 
@@ -134,9 +135,10 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
 
 namespace {
 
-absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
-                                             const TrainingStateRefs& refs) {
-  torch::serialize::InputArchive archive;
+// Opens the archive and reads its cursor; DATA_LOSS when the bytes are not
+// a checkpoint of a known version.
+absl::StatusOr<TrainingCursor> OpenCheckpoint(
+    const std::string& bytes, torch::serialize::InputArchive& archive) {
   try {
     archive.load_from(bytes.data(), bytes.size());
   } catch (const std::exception& e) {
@@ -159,12 +161,24 @@ absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
   cursor.epoch_order = archive.try_read("epoch_order", order) && order.isInt()
                            ? static_cast<int>(order.toInt())
                            : 1;
+  return cursor;
+}
 
-  torch::NoGradGuard no_grad;
+std::vector<std::string> ModelNames(torch::serialize::InputArchive& archive) {
   c10::IValue names_value;
   archive.read("model_names", names_value);
-  const std::vector<std::string> names =
-      absl::StrSplit(names_value.toStringRef(), '\n', absl::SkipEmpty());
+  return absl::StrSplit(names_value.toStringRef(), '\n', absl::SkipEmpty());
+}
+
+absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
+                                             const TrainingStateRefs& refs) {
+  torch::serialize::InputArchive archive;
+  absl::StatusOr<TrainingCursor> opened = OpenCheckpoint(bytes, archive);
+  if (!opened.ok()) return opened.status();
+  const TrainingCursor cursor = *opened;
+
+  torch::NoGradGuard no_grad;
+  const std::vector<std::string> names = ModelNames(archive);
   auto state = refs.model->NamedState();
   if (names.size() != state.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -230,6 +244,24 @@ absl::StatusOr<TrainingCursor> DecodeTrainingState(
     const std::string& bytes, const TrainingStateRefs& refs) {
   try {
     return DecodeOrThrow(bytes, refs);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat("the checkpoint is incomplete or damaged: ", e.what()));
+  }
+}
+
+absl::StatusOr<CheckpointModel> DecodeCheckpointModel(const std::string& bytes) {
+  try {
+    torch::serialize::InputArchive archive;
+    CheckpointModel out;
+    ASSIGN_OR_RETURN(out.cursor, OpenCheckpoint(bytes, archive));
+    const std::vector<std::string> names = ModelNames(archive);
+    for (size_t i = 0; i < names.size(); ++i) {
+      torch::Tensor saved;
+      archive.read(ModelKey(i), saved);
+      out.tensors.emplace_back(names[i], std::move(saved));
+    }
+    return out;
   } catch (const std::exception& e) {
     return absl::DataLossError(
         absl::StrCat("the checkpoint is incomplete or damaged: ", e.what()));

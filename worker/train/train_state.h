@@ -80,4 +80,15 @@ absl::StatusOr<std::string> EncodeTrainingState(const TrainingStateRefs& refs,
 absl::StatusOr<TrainingCursor> DecodeTrainingState(const std::string& bytes,
                                                    const TrainingStateRefs& refs);
 
+// The model's half of a checkpoint: its tensors by name, in the order the
+// model lists them, on the CPU, and where training stood. Needs no model
+// (trainctl export reads it without building one).
+struct CheckpointModel {
+  TrainingCursor cursor;
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+};
+// DATA_LOSS when the bytes are not a checkpoint (the message does not quote
+// them).
+absl::StatusOr<CheckpointModel> DecodeCheckpointModel(const std::string& bytes);
+
 }  // namespace trainctl::train
