@@ -22,6 +22,7 @@
 #include "client/config.h"
 #include "client/coordinator_client.h"
 #include "client/format.h"
+#include "client/export_command.h"
 #include "client/history_command.h"
 #include "client/live_terminal.h"
 #include "client/login_command.h"
@@ -329,6 +330,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   StreamCommands stream = AddStreamCommands(app, stream_args);
   HistoryArgs history_args;
   CLI::App* history = AddHistoryCommand(app, &history_args);
+  ExportArgs export_args;
+  CLI::App* export_model = AddExportCommand(app, &export_args);
 
   bool version_client_only = false;
   CLI::App* version = AddVersionCommand(app, &version_client_only);
@@ -440,6 +443,7 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   if (workers->parsed()) return CmdWorkers(env);
   if (queue->parsed()) return CmdQueue(env);
   if (history->parsed()) return CmdHistory(env, history_args);
+  if (export_model->parsed()) return CmdExport(env, export_args);
   if (priority->parsed()) return CmdPriority(env, job_id, priority_class);
   return kExitUsage;  // unreachable: require_subcommand(1)
 }

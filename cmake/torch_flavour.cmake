@@ -7,7 +7,8 @@
 # careful takes from 1.13 any header or library the wheel's CMake config does
 # not pin down: it compiles, and fails at run time. This file refuses that.
 #
-# Sets TRAINCTL_TORCH_MAJOR, TRAINCTL_WITH_CUDA and TRAINCTL_TORCH_PREFIX.
+# Sets TRAINCTL_TORCH_MAJOR, TRAINCTL_WITH_CUDA, TRAINCTL_TORCH_PREFIX and
+# TRAINCTL_TORCH_PYTHON.
 
 # TorchConfig looks for libtorch and libc10 on the linker's default path
 # before its own folder: with Debian's libtorch-dev installed, a wheel build
@@ -36,6 +37,15 @@ endif()
 find_package(Torch REQUIRED)
 string(REGEX MATCH "^[0-9]+" TRAINCTL_TORCH_MAJOR "${Torch_VERSION}")
 get_filename_component(TRAINCTL_TORCH_PREFIX "${TORCH_INSTALL_PREFIX}" REALPATH)
+# The Python whose torch is this LibTorch (tests load what the build writes
+# there): a wheel's venv, <venv>/lib/pythonX.Y/site-packages/torch, or
+# Debian's /usr/bin/python3 for /usr.
+get_filename_component(_venv_python "${TRAINCTL_TORCH_PREFIX}/../../../../bin/python3" ABSOLUTE)
+if(NOT TRAINCTL_TORCH_PREFIX STREQUAL "/usr" AND EXISTS "${_venv_python}")
+  set(TRAINCTL_TORCH_PYTHON "${_venv_python}")
+else()
+  set(TRAINCTL_TORCH_PYTHON /usr/bin/python3)
+endif()
 
 # _trainctl_inside(path prefix out): whether path (resolved) lies in prefix.
 function(_trainctl_inside path prefix out)

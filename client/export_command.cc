@@ -1,0 +1,319 @@
+#include "client/export_command.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/json_text.h"
+#include "common/checkpoint_name.h"
+#include "common/proto_json.h"
+
+extern char** environ;
+
+namespace trainctl::client {
+namespace {
+
+constexpr char kWorkerBinary[] = "trainctl-worker";
+
+// The format `out`'s name asks for; empty when it says nothing.
+std::string FormatFromName(const std::string& out) {
+  if (absl::EndsWith(out, ".safetensors")) return "safetensors";
+  for (const char* ext : {".pt", ".pth", ".ts", ".torchscript"}) {
+    if (absl::EndsWith(out, ext)) return "torchscript";
+  }
+  return "";
+}
+
+bool IsExecutable(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
+}
+
+// trainctl-worker beside this trainctl (an install or a build tree), else
+// on PATH; empty when neither has one.
+std::string FindWorkerBinary() {
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir.resize(dir.rfind('/') + 1);
+    if (IsExecutable(dir + kWorkerBinary)) return dir + kWorkerBinary;
+  }
+  const char* path = getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "", ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", kWorkerBinary);
+    if (IsExecutable(candidate)) return candidate;
+  }
+  return "";
+}
+
+struct ChildResult {
+  int exit_code = -1;  // -N: killed by signal N
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv[0] with argv, its output collected; errno's text when it cannot
+// start.
+absl::StatusOr<ChildResult> RunCollectingOutput(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned =
+      posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", argv[0], ": ", strerror(spawned)));
+  }
+  ChildResult result;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = ::read(fds[0], buffer, sizeof buffer);
+    if (got > 0) {
+      result.output.append(buffer, static_cast<size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return result;
+}
+
+std::string MetricsJson(const google::protobuf::Map<std::string, double>& metrics) {
+  const std::map<std::string, double> sorted(metrics.begin(), metrics.end());
+  std::vector<std::string> pairs;
+  for (const auto& [key, value] : sorted) {
+    pairs.push_back(absl::StrCat(JsonString(key), ":", JsonNumber(value)));
+  }
+  return absl::StrCat("{", absl::StrJoin(pairs, ","), "}");
+}
+
+std::string CompactJson(const google::protobuf::Message& message) {
+  std::string json;
+  return ProtoToJson(message, /*pretty=*/false, &json) ? json : "{}";
+}
+
+// data.transforms as the job applied them: normalize.from_data's
+// statistics are computed by the ranks, which report them in the plan
+// metric (normalize_mean_C, normalize_std_C); the newest plan wins.
+absl::StatusOr<v1::ImageTransformsSpec> AppliedTransforms(Env& env, const v1::Job& job) {
+  v1::ImageTransformsSpec transforms = job.spec().data().transforms();
+  if (!transforms.normalize().from_data()) return transforms;
+  std::map<std::string, double> plan;
+  absl::Status read = env.client->WatchJobSnapshot(job.id(), 1, [&](const v1::JobEvent& e) {
+    if (e.has_metric() && e.metric().kind() == "plan" &&
+        e.metric().values().count("normalize_mean_0")) {
+      plan.clear();
+      plan.insert(e.metric().values().begin(), e.metric().values().end());
+    }
+  });
+  if (!read.ok()) return read;
+  if (plan.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "job ", job.id(), " normalised its inputs by statistics computed from "
+        "the data (data.transforms.normalize.from_data), but its events hold "
+        "no plan metric with them (normalize_mean_0)"));
+  }
+  v1::NormalizeSpec* normalize = transforms.mutable_normalize();
+  for (int c = 0; plan.count(absl::StrCat("normalize_mean_", c)); ++c) {
+    normalize->add_mean(plan[absl::StrCat("normalize_mean_", c)]);
+    normalize->add_std(plan[absl::StrCat("normalize_std_", c)]);
+  }
+  return transforms;
+}
+
+// What a loader needs besides the tensors (examples/trainctl_models.py
+// reads it): the model spec, the task, the input transforms, and which
+// checkpoint with what evaluation. safetensors metadata is strings only.
+std::vector<std::string> MetadataFlags(const v1::Job& job, const v1::Checkpoint& c,
+                                       const v1::ImageTransformsSpec& transforms) {
+  std::vector<std::pair<std::string, std::string>> meta = {
+      {"trainctl.job_id", job.id()},
+      {"trainctl.job_name", job.spec().name()},
+      {"trainctl.step", absl::StrCat(c.step())},
+      {"trainctl.epoch", absl::StrCat(c.epoch())},
+      {"trainctl.task", job.spec().task()},
+      {"trainctl.model", CompactJson(job.spec().model())},
+      {"trainctl.eval", MetricsJson(c.metrics())},
+  };
+  if (job.spec().data().has_transforms()) {
+    meta.emplace_back("trainctl.transforms", CompactJson(transforms));
+  }
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : meta) {
+    flags.push_back("--meta");
+    flags.push_back(absl::StrCat(key, "=", value));
+  }
+  return flags;
+}
+
+int Usage(const Env& env, const std::string& message) {
+  env.err << "trainctl: export: " << message << "\n";
+  return kExitUsage;
+}
+
+int Failed(const Env& env, const std::string& message) {
+  env.err << "trainctl: export: " << message << "\n";
+  return kExitFailed;
+}
+
+}  // namespace
+
+CLI::App* AddExportCommand(CLI::App& app, ExportArgs* args) {
+  CLI::App* command = app.add_subcommand(
+      "export", "Write a checkpoint's model in a format Python loads: "
+                "safetensors, or a TorchScript job's module with its trained "
+                "weights");
+  command->add_option("JOB", args->ref, "JOB (its newest checkpoint) or JOB:STEP")
+      ->required();
+  command->add_option("-o,--file", args->out,
+                      "The file to write (.safetensors, or .pt for a TorchScript job)")
+      ->required();
+  command->add_option("--format", args->format,
+                      "safetensors | torchscript (default: from the file's name)")
+      ->check(CLI::IsMember({"safetensors", "torchscript"}));
+  command->footer(
+      "\nThe checkpoint file must be readable here (checkpoint.dir on a shared "
+      "filesystem, or the node that wrote it), and trainctl-worker installed: "
+      "it does the conversion with LibTorch. Built-in models load in Python "
+      "with examples/trainctl_models.py.\n\nExamples:\n"
+      "  trainctl export job-3 -o model.safetensors\n"
+      "  trainctl export job-3:400 -o tuned.pt\n"
+      "  trainctl export job-3 -o model.safetensors --output json");
+  return command;
+}
+
+int CmdExport(Env& env, const ExportArgs& args) {
+  absl::StatusOr<CheckpointRef> ref = ParseCheckpointRef(args.ref, "JOB");
+  if (!ref.ok()) return Usage(env, std::string(ref.status().message()));
+  const std::string format = args.format.empty() ? FormatFromName(args.out) : args.format;
+  if (format.empty()) {
+    return Usage(env, absl::StrCat(
+        "-o ", args.out, ": name it .safetensors or .pt, or give --format "
+        "safetensors|torchscript"));
+  }
+  absl::StatusOr<v1::Job> job = env.client->GetJob(ref->job_id);
+  if (!job.ok()) return Fail(env, job.status());
+  absl::StatusOr<v1::ListCheckpointsResponse> listed =
+      env.client->ListCheckpoints(ref->job_id);
+  if (!listed.ok()) return Fail(env, listed.status());
+  if (listed->checkpoints().empty()) {
+    env.err << "trainctl: export: job " << ref->job_id << " has no checkpoints"
+            << (job->spec().checkpoint().dir().empty()
+                    ? " (its spec sets no checkpoint.dir)" : "") << "\n";
+    return kExitNotFound;
+  }
+  const v1::Checkpoint* chosen = nullptr;
+  std::vector<std::string> steps;
+  for (const v1::Checkpoint& c : listed->checkpoints()) {
+    steps.push_back(absl::StrCat(c.step()));
+    if (!ref->step ? chosen == nullptr || c.step() > chosen->step() : c.step() == *ref->step) {
+      chosen = &c;
+    }
+  }
+  if (chosen == nullptr) {
+    env.err << "trainctl: export: job " << ref->job_id << " has no checkpoint at step "
+            << *ref->step << " (it has steps " << absl::StrJoin(steps, ", ") << ")\n";
+    return kExitNotFound;
+  }
+  const v1::ModelSpec& model = job->spec().model();
+  if (format == "torchscript" && model.type() != "torchscript") {
+    return Usage(env, absl::StrCat(
+        "job ", job->id(), "'s model is the built-in ", model.type(),
+        ", not a TorchScript module: export it as .safetensors and load it "
+        "with examples/trainctl_models.py"));
+  }
+  if (::access(chosen->path().c_str(), R_OK) != 0) {
+    return Failed(env, absl::StrCat(
+        "checkpoint ", job->id(), ":", chosen->step(), " is ", chosen->path(),
+        ", which is not readable here (", strerror(errno), "); run trainctl "
+        "export where checkpoint.dir is visible: a shared filesystem, or the "
+        "node that wrote it"));
+  }
+  const std::string worker = FindWorkerBinary();
+  if (worker.empty()) {
+    return Failed(env, absl::StrCat(
+        "needs ", kWorkerBinary, " (it converts with LibTorch) beside trainctl "
+        "or on PATH; install the worker package, or run it on a worker node"));
+  }
+  std::vector<std::string> argv = {worker, "export", "--checkpoint", chosen->path(),
+                                   "--out", args.out, "--format", format};
+  if (format == "torchscript") {
+    argv.insert(argv.end(), {"--torchscript-module", model.path()});
+  } else {
+    absl::StatusOr<v1::ImageTransformsSpec> transforms = AppliedTransforms(env, *job);
+    if (absl::IsNotFound(transforms.status())) {
+      return Failed(env, std::string(transforms.status().message()));
+    }
+    if (!transforms.ok()) return Fail(env, transforms.status());
+    for (std::string& flag : MetadataFlags(*job, *chosen, *transforms)) {
+      argv.push_back(std::move(flag));
+    }
+  }
+  absl::StatusOr<ChildResult> ran = RunCollectingOutput(argv);
+  if (!ran.ok()) return Failed(env, std::string(ran.status().message()));
+  if (ran->exit_code != 0) {
+    const std::string why(absl::StripTrailingAsciiWhitespace(ran->output));
+    return Failed(env, why.empty() ? absl::StrCat(worker, " exited with ", ran->exit_code)
+                                   : why);
+  }
+  struct stat written;
+  const int64_t bytes = ::stat(args.out.c_str(), &written) == 0 ? written.st_size : 0;
+  if (env.json) {
+    env.out << "{\"path\":" << JsonString(args.out) << ",\"format\":\"" << format
+            << "\",\"job_id\":" << JsonString(job->id()) << ",\"step\":" << chosen->step()
+            << ",\"bytes\":" << bytes << "}\n";
+    return kExitOk;
+  }
+  env.out << "Wrote " << args.out << " (" << format << ", "
+          << absl::StrFormat("%.1f MB", bytes / 1e6) << ") from checkpoint "
+          << job->id() << ":" << chosen->step() << ", epoch "
+          << chosen->epoch() + 1;
+  if (auto acc = chosen->metrics().find("eval_accuracy"); acc != chosen->metrics().end()) {
+    env.out << absl::StrFormat(", eval_accuracy %.4f", acc->second);
+  } else if (auto loss = chosen->metrics().find("eval_loss");
+             loss != chosen->metrics().end()) {
+    env.out << absl::StrFormat(", eval_loss %.4f", loss->second);
+  }
+  env.out << "\n";
+  if (format == "safetensors") {
+    env.out << "Load it in Python: trainctl_models.load(\"" << args.out
+            << "\") (examples/trainctl_models.py)\n";
+  } else {
+    env.out << "Load it in Python: torch.jit.load(\"" << args.out << "\")\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace trainctl::client
