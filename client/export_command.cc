@@ -20,7 +20,7 @@
 #include "absl/strings/strip.h"
 #include "client/json_text.h"
 #include "common/checkpoint_name.h"
-#include "common/proto_json.h"
+#include "common/model_metadata.h"
 
 extern char** environ;
 
@@ -110,20 +110,6 @@ absl::StatusOr<ChildResult> RunCollectingOutput(const std::vector<std::string>& 
   return result;
 }
 
-std::string MetricsJson(const google::protobuf::Map<std::string, double>& metrics) {
-  const std::map<std::string, double> sorted(metrics.begin(), metrics.end());
-  std::vector<std::string> pairs;
-  for (const auto& [key, value] : sorted) {
-    pairs.push_back(absl::StrCat(JsonString(key), ":", JsonNumber(value)));
-  }
-  return absl::StrCat("{", absl::StrJoin(pairs, ","), "}");
-}
-
-std::string CompactJson(const google::protobuf::Message& message) {
-  std::string json;
-  return ProtoToJson(message, /*pretty=*/false, &json) ? json : "{}";
-}
-
 // data.transforms as the job applied them: normalize.from_data's
 // statistics are computed by the ranks, which report them in the plan
 // metric (normalize_mean_C, normalize_std_C); the newest plan wins.
@@ -153,25 +139,14 @@ absl::StatusOr<v1::ImageTransformsSpec> AppliedTransforms(Env& env, const v1::Jo
   return transforms;
 }
 
-// What a loader needs besides the tensors (examples/trainctl_models.py
-// reads it): the model spec, the task, the input transforms, and which
-// checkpoint with what evaluation. safetensors metadata is strings only.
+// trainctl-worker export's --meta flags: the file's metadata
+// (common/model_metadata.h).
 std::vector<std::string> MetadataFlags(const v1::Job& job, const v1::Checkpoint& c,
                                        const v1::ImageTransformsSpec& transforms) {
-  std::vector<std::pair<std::string, std::string>> meta = {
-      {"trainctl.job_id", job.id()},
-      {"trainctl.job_name", job.spec().name()},
-      {"trainctl.step", absl::StrCat(c.step())},
-      {"trainctl.epoch", absl::StrCat(c.epoch())},
-      {"trainctl.task", job.spec().task()},
-      {"trainctl.model", CompactJson(job.spec().model())},
-      {"trainctl.eval", MetricsJson(c.metrics())},
-  };
-  if (job.spec().data().has_transforms()) {
-    meta.emplace_back("trainctl.transforms", CompactJson(transforms));
-  }
+  const std::map<std::string, double> eval(c.metrics().begin(), c.metrics().end());
   std::vector<std::string> flags;
-  for (const auto& [key, value] : meta) {
+  for (const auto& [key, value] :
+       ModelFileMetadata(job.spec(), job.id(), c.step(), c.epoch(), eval, transforms)) {
     flags.push_back("--meta");
     flags.push_back(absl::StrCat(key, "=", value));
   }

@@ -46,8 +46,6 @@ absl::Status Export(const ExportArgs& args) {
     metadata[pair.substr(0, equals)] =
         equals == std::string::npos ? "" : pair.substr(equals + 1);
   }
-  // What Hugging Face's loaders look for to know the tensors are torch's.
-  metadata.emplace("format", "pt");
   return WriteSafetensors(model->tensors, metadata, args.out);
 }
 
