@@ -15,6 +15,8 @@ packages=(
   libssl-dev
   # PNG charts of `trainctl plot` (cairo, text in DejaVu Sans).
   libcairo2-dev fonts-dejavu-core
+  # HTTP to an MLflow tracking server (tracking.mlflow, rank 0).
+  libcurl4-openssl-dev
   libgtest-dev libgmock-dev
   # The spec fuzzer (tests/fuzz, the spec_fuzz test): libFuzzer is clang's.
   clang libclang-rt-14-dev

@@ -191,6 +191,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "tensorboard: /runs",
                 "tensorboard: must be a mapping"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "tracking: {mlflow: file:///tmp/mlruns}",
+                "tracking.mlflow: must be the tracking server's http:// or https://"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "tracking: {mlflow: http://x, project: y}",
+                "tracking.project: unknown field"},
         BadCase{"ranks: 2\nmodel: mlp\ndata: {train_images: a, "
                 "train_labels: b}\nfault_tolerance: {min_workers: 3}",
                 "fault_tolerance.min_workers: 3 is more than ranks (2)"},

@@ -103,6 +103,16 @@ absl::StatusOr<std::string> SafetensorsHeader(
   return header + json;
 }
 
+absl::StatusOr<std::string> EncodeSafetensors(
+    const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  ASSIGN_OR_RETURN(std::string bytes, SafetensorsHeader(tensors, metadata));
+  for (const auto& named : tensors) {
+    const torch::Tensor host = Storable(named.second);
+    bytes.append(static_cast<const char*>(host.data_ptr()), static_cast<size_t>(DataBytes(host)));
+  }
+  return bytes;
+}
+
 absl::Status WriteSafetensors(const NamedTensors& tensors,
                               const std::map<std::string, std::string>& metadata,
                               const std::string& path) {

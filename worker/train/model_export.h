@@ -26,6 +26,10 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 absl::StatusOr<std::string> SafetensorsHeader(
     const NamedTensors& tensors, const std::map<std::string, std::string>& metadata);
 
+// The whole file in memory (for an upload: models that fit in memory).
+absl::StatusOr<std::string> EncodeSafetensors(
+    const NamedTensors& tensors, const std::map<std::string, std::string>& metadata);
+
 // Writes the whole file atomically (a temporary, then renamed): header and
 // each tensor's bytes, on the CPU, contiguous, little-endian. Errors name
 // `path`.

@@ -19,6 +19,9 @@ namespace trainctl::train {
 // reports go.
 struct RankContext {
   std::string job_id = "local";
+  // Which coordinator's job_id this is (a digest of its CA, or its address
+  // when plaintext): tracking tells two clusters' job-3 apart by it.
+  std::string cluster = "local";
   int generation = 1;
   int rank = 0;
   int world_size = 1;

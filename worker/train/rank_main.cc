@@ -21,6 +21,7 @@
 
 #include "absl/strings/numbers.h"
 #include "common/frame_io.h"
+#include "common/pki.h"
 #include "common/rank_exit.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/train/collective_group.h"
@@ -188,6 +189,8 @@ int RunRank(const v1::RankLaunch& launch) {
 
   RankContext ctx;
   ctx.job_id = args.job_id;
+  ctx.cluster = launch.ca_pem().empty() ? launch.coordinator()
+                                        : pki::Sha256Hex(launch.ca_pem()).substr(0, 16);
   ctx.generation = args.generation;
   ctx.rank = args.rank;
   ctx.world_size = args.world_size;

@@ -28,6 +28,7 @@
 #include "worker/train/stream_timer.h"
 #include "worker/support/straggler_watch.h"
 #include "worker/support/tensorboard_writer.h"
+#include "worker/train/tracking.h"
 
 namespace trainctl::train {
 namespace {
@@ -102,6 +103,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   // Before anything slow: a directory rank 0 cannot write fails the job now.
   ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
                    OpenTensorBoard(spec, ctx));
+  ASSIGN_OR_RETURN(std::unique_ptr<MlflowSender> mlflow, OpenTracking(spec, ctx));
   const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(Datasets data,
                    ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
@@ -191,7 +193,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
 
   auto report = [&](const char* kind, int64_t step, int epoch,
                     const std::map<std::string, double>& values) {
-    if (ctx.rank != 0 || (!ctx.report && !tensorboard)) return;
+    if (ctx.rank != 0 || (!ctx.report && !tensorboard && !mlflow)) return;
     v1::MetricPoint point;
     point.set_kind(kind);
     point.set_step(step);
@@ -201,11 +203,11 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
     if (ctx.report) ctx.report(point);
     // Charts of what changes over the run; the plan is one-off bookkeeping.
-    if (!tensorboard || (point.kind() != "train" && point.kind() != "eval")) {
-      return;
-    }
+    if (point.kind() != "train" && point.kind() != "eval") return;
     std::map<std::string, double> tagged;
     for (const auto& [k, v] : values) tagged[absl::StrCat(kind, "/", k)] = v;
+    if (mlflow) mlflow->Log(step, point.time_unix_ms(), tagged);
+    if (!tensorboard) return;
     absl::Status written =
         tensorboard->WriteScalars(step, point.time_unix_ms() / 1000.0, tagged);
     if (!written.ok()) {
@@ -503,6 +505,23 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   result.checkpoints = checkpoints.written();
   if (scaler) result.skipped_steps = scaler->skipped_steps();
   for (const auto& p : params) result.parameters.push_back(p.detach().cpu());
+  if (mlflow) {
+    // A stopped (preempted) job resumes into the same run: left RUNNING.
+    std::vector<std::pair<std::string, std::string>> artifacts;
+    if (!result.stopped) {
+      absl::StatusOr<std::string> file =
+          TrackedModelFile(spec, ctx, *model, step, static_cast<int>(step / steps_per_epoch),
+                           result.eval, data.plan_facts);
+      if (file.ok()) {
+        artifacts.emplace_back("model/model.safetensors", *std::move(file));
+      } else {
+        std::cerr << "tracking.mlflow: the model file: " << file.status().message() << std::endl;
+      }
+    }
+    absl::Status closed =
+        mlflow->Close(result.stopped ? "" : "FINISHED", artifacts, NowUnixMs());
+    if (!closed.ok()) std::cerr << closed.message() << std::endl;
+  }
   return result;
 }
 

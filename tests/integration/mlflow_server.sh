@@ -1,0 +1,31 @@
+#!/bin/bash
+# Starts a real MLflow tracking server (mlflow from PyPI, pinned below,
+# installed once per build tree) on loopback for mlflow_test: its store and
+# artifacts under $1, its port written to $2 once it answers /health. Runs
+# until killed. Exits 77 with the reason when mlflow cannot be installed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+build="${TRAINCTL_BUILD_DIR:?}"
+dir="$1" port_file="$2"
+
+source "$here/../common/pinned_venv.sh"
+venv="$build/mlflow-venv"
+ensure_pinned_venv "$venv" "mlflow==3.17.2"
+# A free port (mlflow cannot report one it chose itself).
+port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# Its own process group: mlflow runs uvicorn as a child, and both must go.
+setsid "$venv/bin/mlflow" server --host 127.0.0.1 --port "$port" --workers 1 \
+  --backend-store-uri "sqlite:///$dir/mlflow.db" --artifacts-destination "$dir/artifacts" &
+server=$!
+trap 'kill -- -$server 2>/dev/null' EXIT TERM
+for _ in $(seq 1 120); do
+  if "$venv/bin/python" -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" 2>/dev/null; then
+    echo "$port" > "$port_file.tmp" && mv "$port_file.tmp" "$port_file"
+    wait $server
+    exit $?
+  fi
+  kill -0 $server 2>/dev/null || exit 1
+  sleep 0.5
+done
+echo "mlflow server did not answer /health within 60 s"
+exit 1
