@@ -8,7 +8,8 @@ Run under torchrun, one process per rank:
       --threads T --warmup W
 
 It trains the same network as trainctl's built-in `mlp` / `cnn` (see
-worker/train/models/networks.cc) the same way: Gloo process group,
+worker/train/models/networks.cc) the same way: Gloo process group (and
+no DDP wrapper at one rank, where there is nothing to sync),
 AdamW(lr=1e-3, weight_decay=0.01) at a constant learning rate,
 cross-entropy, and each step every rank takes its equal slice of the global
 batch from a seeded per-epoch permutation of the training set; inputs are
@@ -128,7 +129,10 @@ def main():
     steps_per_epoch = n // a.global_batch  # the last partial batch is dropped
 
     torch.manual_seed(a.seed)  # same initial weights on every rank anyway;
-    model = DDP(build_model(a.model))  # DDP broadcasts rank 0's at wrap time
+    # DDP broadcasts rank 0's weights at wrap time. One process has nothing
+    # to sync: a plain loop, as anyone writes it (DDP at world size 1 still
+    # runs its reducer's hooks and bucket copies every step).
+    model = build_model(a.model) if world == 1 else DDP(build_model(a.model))
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr,
                             weight_decay=a.weight_decay)
     model.train()
