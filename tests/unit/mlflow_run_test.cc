@@ -84,6 +84,18 @@ MlflowRun::Options Options() {
   return o;
 }
 
+// Scripts an existing experiment and a new run (its answer to runs/create
+// given), then opens the run; null, with a test failure, when it fails.
+std::unique_ptr<MlflowRun> OpenNewRun(ScriptedHttp& http, const char* created = kNewRun) {
+  http.Answer(200, R"({"experiment": {"experiment_id": "7"}})");
+  http.Answer(200, R"({"runs": []})");
+  http.Answer(200, created);
+  http.Answer(200, "{}");  // params
+  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(http, Options());
+  EXPECT_TRUE(run.ok()) << run.status();
+  return run.ok() ? *std::move(run) : nullptr;
+}
+
 TEST(MlflowRunTest, CreatesTheExperimentAndRunThenLogsParams) {
   ScriptedHttp http;
   http.Answer(404, R"({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no"})");
@@ -131,21 +143,17 @@ TEST(MlflowRunTest, ARestartedGenerationGoesOnInItsJobsRun) {
 
 TEST(MlflowRunTest, MetricsArtifactAndEnd) {
   ScriptedHttp http;
-  http.Answer(200, R"({"experiment": {"experiment_id": "7"}})");
-  http.Answer(200, R"({"runs": []})");
-  http.Answer(200, kNewRun);
+  std::unique_ptr<MlflowRun> run = OpenNewRun(http);
+  ASSERT_TRUE(run);
   http.Answer(200, "{}");
-  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(http, Options());
-  ASSERT_TRUE(run.ok()) << run.status();
-  http.Answer(200, "{}");
-  absl::StatusOr<int> skipped = (*run)->LogMetrics(
+  absl::StatusOr<int> skipped = run->LogMetrics(
       40, 1796000001000, {{"train/loss", 0.5}, {"train/lr", std::nan("")}});
   ASSERT_TRUE(skipped.ok());
   EXPECT_EQ(*skipped, 1);
   http.Answer(200, "");
-  ASSERT_TRUE((*run)->LogArtifact("model/model.safetensors", "bytes").ok());
+  ASSERT_TRUE(run->LogArtifact("model/model.safetensors", "bytes").ok());
   http.Answer(200, "{}");
-  ASSERT_TRUE((*run)->End("FINISHED", 1796000002000).ok());
+  ASSERT_TRUE(run->End("FINISHED", 1796000002000).ok());
   const std::vector<Sent> sent = http.sent();
   ASSERT_EQ(sent.size(), 7u);
   EXPECT_THAT(sent[4].body, HasSubstr(R"("key":"train/loss")"));
@@ -176,13 +184,10 @@ TEST(MlflowRunTest, ErrorsNameTheServerTheCallAndItsAnswer) {
 
 TEST(MlflowRunTest, ArtifactsOutsideTheServersProxyAreRefusedWithTheFix) {
   ScriptedHttp http;
-  http.Answer(200, R"({"experiment": {"experiment_id": "7"}})");
-  http.Answer(200, R"({"runs": []})");
-  http.Answer(200, R"({"run": {"info": {"run_id": "r1", "artifact_uri": "s3://bucket/7/r1"}}})");
-  http.Answer(200, "{}");
-  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(http, Options());
-  ASSERT_TRUE(run.ok()) << run.status();
-  absl::Status stored = (*run)->LogArtifact("model/model.safetensors", "x");
+  std::unique_ptr<MlflowRun> run = OpenNewRun(
+      http, R"({"run": {"info": {"run_id": "r1", "artifact_uri": "s3://bucket/7/r1"}}})");
+  ASSERT_TRUE(run);
+  absl::Status stored = run->LogArtifact("model/model.safetensors", "x");
   EXPECT_EQ(stored.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(stored.message()), HasSubstr("--serve-artifacts"));
 }
@@ -202,16 +207,12 @@ TEST(MlflowRunTest, TheSpecFlattensIntoParams) {
 TEST(MlflowSenderTest, SendsInOrderOffTheCallersThreadAndEndsTheRun) {
   auto http = std::make_unique<ScriptedHttp>();
   ScriptedHttp* server = http.get();
-  server->Answer(200, R"({"experiment": {"experiment_id": "7"}})");
-  server->Answer(200, R"({"runs": []})");
-  server->Answer(200, kNewRun);
-  server->Answer(200, "{}");
-  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(*server, Options());
-  ASSERT_TRUE(run.ok()) << run.status();
+  std::unique_ptr<MlflowRun> run = OpenNewRun(*server);
+  ASSERT_TRUE(run);
   for (int i = 0; i < 4; ++i) server->Answer(200, "{}");  // 3 batches and the end
   std::vector<std::string> warnings;
   {
-    MlflowSender sender(std::move(http), *std::move(run),
+    MlflowSender sender(std::move(http), std::move(run),
                         [&](const std::string& w) { warnings.push_back(w); });
     for (int step = 1; step <= 3; ++step) sender.Log(step, 1000 + step, {{"train/loss", 1.0 / step}});
     EXPECT_TRUE(sender.Close("FINISHED", {}, 2000).ok());
@@ -228,14 +229,10 @@ TEST(MlflowSenderTest, SendsInOrderOffTheCallersThreadAndEndsTheRun) {
 TEST(MlflowSenderTest, AFailingServerIsSaidOnceAndTrainingGoesOn) {
   auto http = std::make_unique<ScriptedHttp>();
   ScriptedHttp* server = http.get();
-  server->Answer(200, R"({"experiment": {"experiment_id": "7"}})");
-  server->Answer(200, R"({"runs": []})");
-  server->Answer(200, kNewRun);
-  server->Answer(200, "{}");
-  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(*server, Options());
-  ASSERT_TRUE(run.ok());
+  std::unique_ptr<MlflowRun> run = OpenNewRun(*server);
+  ASSERT_TRUE(run);
   std::vector<std::string> warnings;
-  MlflowSender sender(std::move(http), *std::move(run),
+  MlflowSender sender(std::move(http), std::move(run),
                       [&](const std::string& w) { warnings.push_back(w); });
   for (int step = 1; step <= 5; ++step) sender.Log(step, 1000, {{"train/loss", 1.0}});
   const absl::Status closed = sender.Close("", {}, 2000);  // the script is empty: refused
