@@ -1,8 +1,10 @@
 #!/bin/bash
 # Starts a real MLflow tracking server (mlflow from PyPI, pinned below,
 # installed once per build tree) on loopback for mlflow_test: its store and
-# artifacts under $1, its port written to $2 once it answers /health. Runs
-# until killed. Exits 77 with the reason when mlflow cannot be installed.
+# artifacts under $1, its port written to $2 once it answers /health. With
+# MLFLOW_AUTH_ADMIN_PASSWORD set it runs MLflow's basic-auth app, whose
+# admin user has that password. Runs until killed. Exits 77 with the reason
+# when mlflow cannot be installed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${TRAINCTL_BUILD_DIR:?}"
@@ -10,11 +12,16 @@ dir="$1" port_file="$2"
 
 source "$here/../common/pinned_venv.sh"
 venv="$build/mlflow-venv"
-ensure_pinned_venv "$venv" "mlflow==3.17.2"
+ensure_pinned_venv "$venv" "mlflow[auth]==3.17.2"
+auth=()
+if [ -n "${MLFLOW_AUTH_ADMIN_PASSWORD:-}" ]; then
+  auth=(--app-name basic-auth)
+  export MLFLOW_FLASK_SERVER_SECRET_KEY="trainctl-test-$RANDOM"
+fi
 # A free port (mlflow cannot report one it chose itself).
 port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # Its own process group: mlflow runs uvicorn as a child, and both must go.
-setsid "$venv/bin/mlflow" server --host 127.0.0.1 --port "$port" --workers 1 \
+setsid "$venv/bin/mlflow" server "${auth[@]}" --host 127.0.0.1 --port "$port" --workers 1 \
   --backend-store-uri "sqlite:///$dir/mlflow.db" --artifacts-destination "$dir/artifacts" &
 server=$!
 trap 'kill -- -$server 2>/dev/null' EXIT TERM

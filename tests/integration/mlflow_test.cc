@@ -1,7 +1,9 @@
 // tracking.mlflow against a real `mlflow server` on loopback (mlflow from
-// PyPI): a job's run as the mlflow client reads it (params, metrics every
-// logged step, the final model file, status), and a server rank 0 cannot
-// reach failing the job with a reason that names it.
+// PyPI) with MLflow's basic-auth app: a job's run as the mlflow client reads
+// it (params, metrics every logged step, the final model file, status),
+// rank 0 authenticating with the MLFLOW_TRACKING_* variables of its
+// worker's environment; a server rank 0 cannot reach failing the job with a
+// reason that names it.
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -25,9 +27,18 @@ using ::testing::HasSubstr;
 using std::chrono::seconds;
 
 const std::string kData = "/usr/share/datasets/fashion-mnist/";
+constexpr char kAdminPassword[] = "trainctl-test-password";
 
 class MlflowTest : public SharedClusterTest {
  protected:
+  // The workers (and so their ranks) inherit this process's environment,
+  // as a worker started by systemd gets its unit's Environment=.
+  static void SetUpTestSuite() {
+    setenv("MLFLOW_TRACKING_USERNAME", "admin", 1);
+    setenv("MLFLOW_TRACKING_PASSWORD", kAdminPassword, 1);
+    SharedClusterTest::SetUpTestSuite();
+  }
+
   void SetUp() override {
     const std::string dir = cluster_->dir() + "/mlflow";
     std::filesystem::create_directories(dir);
@@ -35,6 +46,7 @@ class MlflowTest : public SharedClusterTest {
     std::filesystem::remove(port_file);  // an earlier test's server's
     server_ = std::make_unique<Process>(
         std::vector<std::string>{"/usr/bin/env", "TRAINCTL_BUILD_DIR=" TRAINCTL_BIN_DIR "/..",
+                                 std::string("MLFLOW_AUTH_ADMIN_PASSWORD=") + kAdminPassword,
                                  "bash", TRAINCTL_SOURCE_DIR "/tests/integration/mlflow_server.sh",
                                  dir, port_file},
         dir + "/server.log");

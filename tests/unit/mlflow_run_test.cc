@@ -173,13 +173,41 @@ TEST(MlflowRunTest, ErrorsNameTheServerTheCallAndItsAnswer) {
   http.Answer(403, R"({"error_code": "PERMISSION_DENIED", "message": "token expired"})");
   absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(http, Options());
   ASSERT_FALSE(run.ok());
-  EXPECT_EQ(run.status().message(),
-            "MLflow http://mlflow:5000: mlflow/experiments/get-by-name answered HTTP 403 "
-            "PERMISSION_DENIED: token expired");
+  EXPECT_THAT(std::string(run.status().message()),
+              ::testing::StartsWith("MLflow http://mlflow:5000: mlflow/experiments/"
+                                    "get-by-name answered HTTP 403 PERMISSION_DENIED: "
+                                    "token expired (rank 0 sends the credentials"));
   ScriptedHttp nobody;  // answers nothing: refused
   run = MlflowRun::Open(nobody, Options());
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(MlflowRunTest, RefusedCredentialsSayWhereRankZeroTakesThemFrom) {
+  ScriptedHttp http;
+  http.Answer(401, "You are not authenticated.");  // basic-auth's plain text
+  absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(http, Options());
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(run.status().message()),
+              HasSubstr("answered HTTP 401 (rank 0 sends the credentials of "
+                        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or "
+                        "MLFLOW_TRACKING_TOKEN, from the worker's environment)"));
+}
+
+TEST(MlflowRunTest, CredentialsComeFromMlflowsOwnVariables) {
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(MlflowAuthorization(lookup), "");
+  env["MLFLOW_TRACKING_TOKEN"] = "t0k";
+  EXPECT_EQ(MlflowAuthorization(lookup), "Bearer t0k");
+  env["MLFLOW_TRACKING_USERNAME"] = "admin";
+  EXPECT_EQ(MlflowAuthorization(lookup), "Bearer t0k") << "a user without a password";
+  env["MLFLOW_TRACKING_PASSWORD"] = "pw";
+  EXPECT_EQ(MlflowAuthorization(lookup), "Basic YWRtaW46cHc=") << "as MLflow: basic first";
 }
 
 TEST(MlflowRunTest, ArtifactsOutsideTheServersProxyAreRefusedWithTheFix) {

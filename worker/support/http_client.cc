@@ -22,7 +22,8 @@ std::string WithoutQuery(const std::string& url) { return url.substr(0, url.find
 
 class CurlHttpClient : public HttpClient {
  public:
-  explicit CurlHttpClient(absl::Duration timeout) : timeout_(timeout) {
+  CurlHttpClient(absl::Duration timeout, std::string authorization)
+      : timeout_(timeout), authorization_(std::move(authorization)) {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   }
@@ -36,6 +37,9 @@ class CurlHttpClient : public HttpClient {
     curl_slist* headers = nullptr;
     if (!content_type.empty()) {
       headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
+    }
+    if (!authorization_.empty()) {
+      headers = curl_slist_append(headers, ("Authorization: " + authorization_).c_str());
     }
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -62,15 +66,17 @@ class CurlHttpClient : public HttpClient {
 
  private:
   const absl::Duration timeout_;
+  const std::string authorization_;
 };
 
 }  // namespace
 
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout) {
-  return std::make_unique<CurlHttpClient>(timeout);
+std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout,
+                                               std::string authorization) {
+  return std::make_unique<CurlHttpClient>(timeout, std::move(authorization));
 }
 #else
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration) { return nullptr; }
+std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration, std::string) { return nullptr; }
 #endif
 
 }  // namespace trainctl

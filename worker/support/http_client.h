@@ -28,7 +28,10 @@ class HttpClient {
 };
 
 // libcurl, the system's CA bundle for https; each request bounded by
-// `timeout`. Null when this build has no libcurl (TRAINCTL_HAVE_CURL unset).
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout);
+// `timeout`. `authorization`, when set, is every request's Authorization
+// header ("Basic ...", "Bearer ..."); it never appears in an error. Null
+// when this build has no libcurl (TRAINCTL_HAVE_CURL unset).
+std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout,
+                                               std::string authorization = "");
 
 }  // namespace trainctl

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -109,6 +110,20 @@ void Flatten(const std::string& prefix, const Value& value,
 
 }  // namespace
 
+std::string MlflowAuthorization(const std::function<const char*(const char*)>& getenv) {
+  auto value = [&](const char* name) {
+    const char* v = getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  const std::string user = value("MLFLOW_TRACKING_USERNAME");
+  const std::string password = value("MLFLOW_TRACKING_PASSWORD");
+  if (!user.empty() && !password.empty()) {
+    return "Basic " + absl::Base64Escape(user + ":" + password);
+  }
+  const std::string token = value("MLFLOW_TRACKING_TOKEN");
+  return token.empty() ? "" : "Bearer " + token;
+}
+
 std::map<std::string, std::string> FlattenForParams(const std::string& spec_json) {
   std::map<std::string, std::string> out;
   Value root;
@@ -134,6 +149,12 @@ absl::StatusOr<std::string> MlflowRun::Call(const std::string& method,
       absl::StrCat("MLflow ", server_, ": ", api.substr(0, api.find('?')), " answered HTTP ",
                    response.status, code.empty() ? "" : absl::StrCat(" ", code),
                    message.empty() ? "" : absl::StrCat(": ", message));
+  if (response.status == 401 || response.status == 403) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        text, " (rank 0 sends the credentials of MLFLOW_TRACKING_USERNAME and "
+              "MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN, from the "
+              "worker's environment)"));
+  }
   if (code == "RESOURCE_DOES_NOT_EXIST") return absl::NotFoundError(text);
   if (code == "RESOURCE_ALREADY_EXISTS") return absl::AlreadyExistsError(text);
   return absl::FailedPreconditionError(text);

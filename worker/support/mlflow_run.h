@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +74,12 @@ class MlflowRun {
   std::string artifact_uri_;
   bool resumed_ = false;
 };
+
+// The Authorization header MLflow's own clients send, from their
+// environment variables: MLFLOW_TRACKING_USERNAME and _PASSWORD (Basic),
+// else MLFLOW_TRACKING_TOKEN (Bearer); "" when none is set. `getenv` is
+// std::getenv in production.
+std::string MlflowAuthorization(const std::function<const char*(const char*)>& getenv);
 
 // The job spec (its proto JSON) as MLflow params: nested fields joined by
 // dots ("optimizer.lr"), lists as JSON text, values cut to MLflow's 6,000
