@@ -1,7 +1,8 @@
 // tracking.mlflow against a real `mlflow server` on loopback (mlflow from
-// PyPI) with MLflow's basic-auth app: a job's run as the mlflow client reads
-// it (params, metrics every logged step, the final model file, status),
-// rank 0 authenticating with the MLFLOW_TRACKING_* variables of its
+// PyPI) as a production one runs: MLflow's basic-auth app, https with a
+// private CA. A job's run as the mlflow client reads it (params, metrics
+// every logged step, the final model file, status), rank 0 signing in and
+// verifying the server with the MLFLOW_TRACKING_* variables of its
 // worker's environment; a server rank 0 cannot reach failing the job with a
 // reason that names it.
 
@@ -34,9 +35,18 @@ class MlflowTest : public SharedClusterTest {
   // The workers (and so their ranks) inherit this process's environment,
   // as a worker started by systemd gets its unit's Environment=.
   static void SetUpTestSuite() {
+    char tls_dir[] = "/tmp/trainctl-mlflow-tls.XXXXXX";
+    ASSERT_NE(mkdtemp(tls_dir), nullptr);
+    tls_dir_ = tls_dir;
+    setenv("MLFLOW_TEST_TLS_DIR", tls_dir, 1);  // mlflow_server.sh makes the cert
+    setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", (tls_dir_ + "/cert.pem").c_str(), 1);
     setenv("MLFLOW_TRACKING_USERNAME", "admin", 1);
     setenv("MLFLOW_TRACKING_PASSWORD", kAdminPassword, 1);
     SharedClusterTest::SetUpTestSuite();
+  }
+  static void TearDownTestSuite() {
+    SharedClusterTest::TearDownTestSuite();
+    std::filesystem::remove_all(tls_dir_);
   }
 
   void SetUp() override {
@@ -70,7 +80,7 @@ class MlflowTest : public SharedClusterTest {
     }
   }
 
-  std::string Uri() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string Uri() const { return "https://127.0.0.1:" + std::to_string(port_); }
 
   // mlflow_check.py's answer for the job, read with the mlflow client.
   google::protobuf::Struct Check(const std::string& experiment, const std::string& job_id) {
@@ -88,9 +98,12 @@ class MlflowTest : public SharedClusterTest {
     return out;
   }
 
+  static std::string tls_dir_;
   std::unique_ptr<Process> server_;
   int port_ = 0;
 };
+
+std::string MlflowTest::tls_dir_;
 
 const google::protobuf::Value& At(const google::protobuf::Struct& s, const std::string& key) {
   static const google::protobuf::Value kNull;

@@ -195,19 +195,27 @@ TEST(MlflowRunTest, RefusedCredentialsSayWhereRankZeroTakesThemFrom) {
                         "MLFLOW_TRACKING_TOKEN, from the worker's environment)"));
 }
 
-TEST(MlflowRunTest, CredentialsComeFromMlflowsOwnVariables) {
+TEST(MlflowRunTest, CredentialsAndTlsComeFromMlflowsOwnVariables) {
   std::map<std::string, std::string> env;
-  auto lookup = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
+  auto options = [&] {
+    return MlflowHttpOptions([&](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
   };
-  EXPECT_EQ(MlflowAuthorization(lookup), "");
+  EXPECT_EQ(options().authorization, "");
+  EXPECT_EQ(options().ca_file, "");
+  EXPECT_TRUE(options().verify);
   env["MLFLOW_TRACKING_TOKEN"] = "t0k";
-  EXPECT_EQ(MlflowAuthorization(lookup), "Bearer t0k");
+  EXPECT_EQ(options().authorization, "Bearer t0k");
   env["MLFLOW_TRACKING_USERNAME"] = "admin";
-  EXPECT_EQ(MlflowAuthorization(lookup), "Bearer t0k") << "a user without a password";
+  EXPECT_EQ(options().authorization, "Bearer t0k") << "a user without a password";
   env["MLFLOW_TRACKING_PASSWORD"] = "pw";
-  EXPECT_EQ(MlflowAuthorization(lookup), "Basic YWRtaW46cHc=") << "as MLflow: basic first";
+  EXPECT_EQ(options().authorization, "Basic YWRtaW46cHc=") << "as MLflow: basic first";
+  env["MLFLOW_TRACKING_SERVER_CERT_PATH"] = "/etc/ssl/mlflow.pem";
+  env["MLFLOW_TRACKING_INSECURE_TLS"] = "True";
+  EXPECT_EQ(options().ca_file, "/etc/ssl/mlflow.pem");
+  EXPECT_FALSE(options().verify);
 }
 
 TEST(MlflowRunTest, ArtifactsOutsideTheServersProxyAreRefusedWithTheFix) {

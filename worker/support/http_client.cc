@@ -22,8 +22,7 @@ std::string WithoutQuery(const std::string& url) { return url.substr(0, url.find
 
 class CurlHttpClient : public HttpClient {
  public:
-  CurlHttpClient(absl::Duration timeout, std::string authorization)
-      : timeout_(timeout), authorization_(std::move(authorization)) {
+  explicit CurlHttpClient(HttpClientOptions options) : options_(std::move(options)) {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   }
@@ -38,14 +37,21 @@ class CurlHttpClient : public HttpClient {
     if (!content_type.empty()) {
       headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
     }
-    if (!authorization_.empty()) {
-      headers = curl_slist_append(headers, ("Authorization: " + authorization_).c_str());
+    if (!options_.authorization.empty()) {
+      headers =
+          curl_slist_append(headers, ("Authorization: " + options_.authorization).c_str());
     }
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for timeouts
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout_)));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(options_.timeout)));
+    if (!options_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, options_.ca_file.c_str());
+    if (!options_.verify) {
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     if (method != "GET") {
@@ -65,18 +71,16 @@ class CurlHttpClient : public HttpClient {
   }
 
  private:
-  const absl::Duration timeout_;
-  const std::string authorization_;
+  const HttpClientOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout,
-                                               std::string authorization) {
-  return std::make_unique<CurlHttpClient>(timeout, std::move(authorization));
+std::unique_ptr<HttpClient> MakeCurlHttpClient(HttpClientOptions options) {
+  return std::make_unique<CurlHttpClient>(std::move(options));
 }
 #else
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration, std::string) { return nullptr; }
+std::unique_ptr<HttpClient> MakeCurlHttpClient(HttpClientOptions) { return nullptr; }
 #endif
 
 }  // namespace trainctl

@@ -27,11 +27,18 @@ class HttpClient {
                                             absl::string_view body) = 0;
 };
 
-// libcurl, the system's CA bundle for https; each request bounded by
-// `timeout`. `authorization`, when set, is every request's Authorization
-// header ("Basic ...", "Bearer ..."); it never appears in an error. Null
-// when this build has no libcurl (TRAINCTL_HAVE_CURL unset).
-std::unique_ptr<HttpClient> MakeCurlHttpClient(absl::Duration timeout,
-                                               std::string authorization = "");
+struct HttpClientOptions {
+  absl::Duration timeout = absl::Seconds(30);  // each request, whole
+  // Every request's Authorization header ("Basic ...", "Bearer ..."); it
+  // never appears in an error.
+  std::string authorization;
+  // https: the CA bundle (PEM) to verify the server with; empty: the
+  // system's. `verify` false skips verification (MLflow's insecure TLS).
+  std::string ca_file;
+  bool verify = true;
+};
+
+// libcurl. Null when this build has no libcurl (TRAINCTL_HAVE_CURL unset).
+std::unique_ptr<HttpClient> MakeCurlHttpClient(HttpClientOptions options);
 
 }  // namespace trainctl

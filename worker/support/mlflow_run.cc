@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
@@ -110,18 +111,23 @@ void Flatten(const std::string& prefix, const Value& value,
 
 }  // namespace
 
-std::string MlflowAuthorization(const std::function<const char*(const char*)>& getenv) {
+HttpClientOptions MlflowHttpOptions(const std::function<const char*(const char*)>& getenv) {
   auto value = [&](const char* name) {
     const char* v = getenv(name);
     return std::string(v == nullptr ? "" : v);
   };
+  HttpClientOptions options;
   const std::string user = value("MLFLOW_TRACKING_USERNAME");
   const std::string password = value("MLFLOW_TRACKING_PASSWORD");
-  if (!user.empty() && !password.empty()) {
-    return "Basic " + absl::Base64Escape(user + ":" + password);
-  }
   const std::string token = value("MLFLOW_TRACKING_TOKEN");
-  return token.empty() ? "" : "Bearer " + token;
+  if (!user.empty() && !password.empty()) {
+    options.authorization = "Basic " + absl::Base64Escape(user + ":" + password);
+  } else if (!token.empty()) {
+    options.authorization = "Bearer " + token;
+  }
+  options.ca_file = value("MLFLOW_TRACKING_SERVER_CERT_PATH");
+  options.verify = absl::AsciiStrToLower(value("MLFLOW_TRACKING_INSECURE_TLS")) != "true";
+  return options;
 }
 
 std::map<std::string, std::string> FlattenForParams(const std::string& spec_json) {

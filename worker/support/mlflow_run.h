@@ -75,11 +75,12 @@ class MlflowRun {
   bool resumed_ = false;
 };
 
-// The Authorization header MLflow's own clients send, from their
-// environment variables: MLFLOW_TRACKING_USERNAME and _PASSWORD (Basic),
-// else MLFLOW_TRACKING_TOKEN (Bearer); "" when none is set. `getenv` is
-// std::getenv in production.
-std::string MlflowAuthorization(const std::function<const char*(const char*)>& getenv);
+// How MLflow's own clients reach the server, from their environment
+// variables: MLFLOW_TRACKING_USERNAME and _PASSWORD (Basic), else
+// MLFLOW_TRACKING_TOKEN (Bearer); MLFLOW_TRACKING_SERVER_CERT_PATH (a CA
+// bundle for https); MLFLOW_TRACKING_INSECURE_TLS=true (no verification).
+// `getenv` is std::getenv in production.
+HttpClientOptions MlflowHttpOptions(const std::function<const char*(const char*)>& getenv);
 
 // The job spec (its proto JSON) as MLflow params: nested fields joined by
 // dots ("optimizer.lr"), lists as JSON text, values cut to MLflow's 6,000

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<MlflowSender>> OpenTracking(const v1::JobSpec& sp
   const v1::TrackingSpec& tracking = spec.tracking();
   if (ctx.rank != 0 || tracking.mlflow().empty()) return nullptr;
   std::unique_ptr<HttpClient> http = MakeCurlHttpClient(
-      absl::Seconds(30), MlflowAuthorization([](const char* name) { return std::getenv(name); }));
+      MlflowHttpOptions([](const char* name) { return std::getenv(name); }));
   if (!http) {
     return absl::FailedPreconditionError(
         "tracking.mlflow: this trainctl-worker was built without libcurl, so it "

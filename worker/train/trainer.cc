@@ -203,7 +203,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
     if (ctx.report) ctx.report(point);
     // Charts of what changes over the run; the plan is one-off bookkeeping.
-    if (point.kind() != "train" && point.kind() != "eval") return;
+    if ((!tensorboard && !mlflow) || (point.kind() != "train" && point.kind() != "eval")) {
+      return;
+    }
     std::map<std::string, double> tagged;
     for (const auto& [k, v] : values) tagged[absl::StrCat(kind, "/", k)] = v;
     if (mlflow) mlflow->Log(step, point.time_unix_ms(), tagged);
