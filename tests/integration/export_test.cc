@@ -143,6 +143,18 @@ TEST_F(ExportTest, BuiltInModelsLoadInPythonAndScoreAsTheJobDid) {
     EXPECT_THAT(exported.output, HasSubstr("Wrote " + file + " (safetensors"));
     EXPECT_THAT(exported.output, HasSubstr("eval_accuracy"));
 
+    // The same export for scripts: one JSON object.
+    CliResult json = cluster_->Cli({"export", id, "-o", file, "--output", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.output;
+    google::protobuf::Struct answer;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.output, &answer).ok())
+        << json.output;
+    EXPECT_EQ(answer.fields().at("path").string_value(), file);
+    EXPECT_EQ(answer.fields().at("format").string_value(), "safetensors");
+    EXPECT_EQ(answer.fields().at("job_id").string_value(), id);
+    EXPECT_EQ(answer.fields().at("step").number_value(), 32);
+    EXPECT_EQ(answer.fields().at("bytes").number_value(), std::filesystem::file_size(file));
+
     PythonScore score = ScoreInPython("safetensors", file);
     if (score.skipped) GTEST_SKIP() << score.output;
     const std::map<std::string, double> job = RecordedEval(id);
