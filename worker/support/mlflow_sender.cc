@@ -1,8 +1,7 @@
 #include "worker/support/mlflow_sender.h"
 
-#include <chrono>
-
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 
 namespace trainctl {
 
@@ -16,10 +15,7 @@ MlflowSender::MlflowSender(std::unique_ptr<HttpClient> http, std::unique_ptr<Mlf
 
 MlflowSender::~MlflowSender() {
   if (!closed_) {
-    (void)Close("FAILED", {},
-                std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count());
+    (void)Close("FAILED", {}, RealClock().NowUnixMs());
   }
 }
 

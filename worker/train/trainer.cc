@@ -27,8 +27,7 @@
 #include "worker/train/rank_spread.h"
 #include "worker/train/stream_timer.h"
 #include "worker/support/straggler_watch.h"
-#include "worker/support/tensorboard_writer.h"
-#include "worker/train/tracking.h"
+#include "worker/train/metric_sinks.h"
 
 namespace trainctl::train {
 namespace {
@@ -79,20 +78,6 @@ void AddRankSpreads(const std::vector<std::vector<double>>& rows,
   (*values)["slowest_rank"] = SpreadOf(working, 0).max_rank;
 }
 
-// Rank 0's event file for TensorBoard, or null when the spec has none.
-absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(
-    const v1::JobSpec& spec, const RankContext& ctx) {
-  if (ctx.rank != 0 || spec.tensorboard().dir().empty()) return nullptr;
-  auto writer = TensorBoardWriter::Create(
-      absl::StrCat(spec.tensorboard().dir(), "/", ctx.job_id),
-      NowUnixMs() / 1000, HostName());
-  if (!writer.ok()) {
-    return absl::Status(writer.status().code(),
-                        absl::StrCat("tensorboard.dir: ", writer.status().message()));
-  }
-  return writer;
-}
-
 absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
                                          const RankContext& ctx) {
   const auto& t = spec.training();
@@ -101,9 +86,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
         "training.precision: fp16 needs a CUDA device; use bf16 on CPU");
   }
   // Before anything slow: a directory rank 0 cannot write fails the job now.
-  ASSIGN_OR_RETURN(std::unique_ptr<TensorBoardWriter> tensorboard,
-                   OpenTensorBoard(spec, ctx));
-  ASSIGN_OR_RETURN(std::unique_ptr<MlflowSender> mlflow, OpenTracking(spec, ctx));
+  ASSIGN_OR_RETURN(MetricSinks sinks, MetricSinks::Open(spec, ctx));
   const auto load_start = Clock::now();
   ASSIGN_OR_RETURN(Datasets data,
                    ctx.load_data ? ctx.load_data() : LoadDatasets(spec));
@@ -193,7 +176,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
 
   auto report = [&](const char* kind, int64_t step, int epoch,
                     const std::map<std::string, double>& values) {
-    if (ctx.rank != 0 || (!ctx.report && !tensorboard && !mlflow)) return;
+    if (ctx.rank != 0 || (!ctx.report && sinks.empty())) return;
     v1::MetricPoint point;
     point.set_kind(kind);
     point.set_step(step);
@@ -202,21 +185,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     point.set_time_unix_ms(NowUnixMs());
     for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
     if (ctx.report) ctx.report(point);
-    // Charts of what changes over the run; the plan is one-off bookkeeping.
-    if ((!tensorboard && !mlflow) || (point.kind() != "train" && point.kind() != "eval")) {
-      return;
-    }
-    std::map<std::string, double> tagged;
-    for (const auto& [k, v] : values) tagged[absl::StrCat(kind, "/", k)] = v;
-    if (mlflow) mlflow->Log(step, point.time_unix_ms(), tagged);
-    if (!tensorboard) return;
-    absl::Status written =
-        tensorboard->WriteScalars(step, point.time_unix_ms() / 1000.0, tagged);
-    if (!written.ok()) {
-      std::cerr << "tensorboard: " << written.message()
-                << "; no more event records for this run" << std::endl;
-      tensorboard.reset();
-    }
+    sinks.Write(point);
   };
   const int64_t tokens_per_sample =
       spec.task() == "language_model" && !data.info.input_shape.empty()
@@ -507,23 +476,8 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
   result.checkpoints = checkpoints.written();
   if (scaler) result.skipped_steps = scaler->skipped_steps();
   for (const auto& p : params) result.parameters.push_back(p.detach().cpu());
-  if (mlflow) {
-    // A stopped (preempted) job resumes into the same run: left RUNNING.
-    std::vector<std::pair<std::string, std::string>> artifacts;
-    if (!result.stopped) {
-      absl::StatusOr<std::string> file =
-          TrackedModelFile(spec, ctx, *model, step, static_cast<int>(step / steps_per_epoch),
-                           result.eval, data.plan_facts);
-      if (file.ok()) {
-        artifacts.emplace_back("model/model.safetensors", *std::move(file));
-      } else {
-        std::cerr << "tracking.mlflow: the model file: " << file.status().message() << std::endl;
-      }
-    }
-    absl::Status closed =
-        mlflow->Close(result.stopped ? "" : "FINISHED", artifacts, NowUnixMs());
-    if (!closed.ok()) std::cerr << closed.message() << std::endl;
-  }
+  sinks.Finish(spec, ctx, *model, result.stopped, step, static_cast<int>(step / steps_per_epoch),
+               result.eval, data.plan_facts);
   return result;
 }
 

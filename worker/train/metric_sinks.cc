@@ -1,25 +1,33 @@
-#include "worker/train/tracking.h"
+#include "worker/train/metric_sinks.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/model_metadata.h"
 #include "common/spec.h"
+#include "common/status_macros.h"
 #include "worker/train/model_export.h"
 
 namespace trainctl::train {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+// Rank 0's event file for TensorBoard, or null when the spec has none.
+absl::StatusOr<std::unique_ptr<TensorBoardWriter>> OpenTensorBoard(
+    const v1::JobSpec& spec, const RankContext& ctx) {
+  if (ctx.rank != 0 || spec.tensorboard().dir().empty()) return nullptr;
+  auto writer = TensorBoardWriter::Create(
+      absl::StrCat(spec.tensorboard().dir(), "/", ctx.job_id),
+      RealClock().NowUnixMs() / 1000, HostName());
+  if (!writer.ok()) {
+    return absl::Status(writer.status().code(),
+                        absl::StrCat("tensorboard.dir: ", writer.status().message()));
+  }
+  return writer;
 }
 
-}  // namespace
-
+// Rank 0's MLflow run, or null when the spec has none.
 absl::StatusOr<std::unique_ptr<MlflowSender>> OpenTracking(const v1::JobSpec& spec,
                                                            const RankContext& ctx) {
   const v1::TrackingSpec& tracking = spec.tracking();
@@ -37,7 +45,7 @@ absl::StatusOr<std::unique_ptr<MlflowSender>> OpenTracking(const v1::JobSpec& sp
   options.job_id = ctx.job_id;
   options.job_name = spec.name();
   options.cluster = ctx.cluster;
-  options.start_unix_ms = NowMs();
+  options.start_unix_ms = RealClock().NowUnixMs();
   options.params = FlattenForParams(JobSpecToJson(spec));
   absl::StatusOr<std::unique_ptr<MlflowRun>> run = MlflowRun::Open(*http, options);
   if (!run.ok()) {
@@ -50,6 +58,52 @@ absl::StatusOr<std::unique_ptr<MlflowSender>> OpenTracking(const v1::JobSpec& sp
   return std::make_unique<MlflowSender>(
       std::move(http), *std::move(run),
       [](const std::string& warning) { std::cerr << warning << std::endl; });
+}
+
+}  // namespace
+
+absl::StatusOr<MetricSinks> MetricSinks::Open(const v1::JobSpec& spec,
+                                              const RankContext& ctx) {
+  MetricSinks sinks;
+  ASSIGN_OR_RETURN(sinks.tensorboard_, OpenTensorBoard(spec, ctx));
+  ASSIGN_OR_RETURN(sinks.mlflow_, OpenTracking(spec, ctx));
+  return sinks;
+}
+
+void MetricSinks::Write(const v1::MetricPoint& point) {
+  if (empty() || (point.kind() != "train" && point.kind() != "eval")) return;
+  std::map<std::string, double> tagged;
+  for (const auto& [k, v] : point.values()) tagged[absl::StrCat(point.kind(), "/", k)] = v;
+  if (mlflow_) mlflow_->Log(point.step(), point.time_unix_ms(), tagged);
+  if (!tensorboard_) return;
+  absl::Status written =
+      tensorboard_->WriteScalars(point.step(), point.time_unix_ms() / 1000.0, tagged);
+  if (!written.ok()) {
+    std::cerr << "tensorboard: " << written.message()
+              << "; no more event records for this run" << std::endl;
+    tensorboard_.reset();
+  }
+}
+
+void MetricSinks::Finish(const v1::JobSpec& spec, const RankContext& ctx, Model& model,
+                         bool stopped, int64_t step, int epoch,
+                         const std::map<std::string, double>& eval,
+                         const std::map<std::string, double>& plan_facts) {
+  if (!mlflow_) return;
+  std::vector<std::pair<std::string, std::string>> artifacts;
+  if (!stopped) {
+    absl::StatusOr<std::string> file =
+        TrackedModelFile(spec, ctx, model, step, epoch, eval, plan_facts);
+    if (file.ok()) {
+      artifacts.emplace_back("model/model.safetensors", *std::move(file));
+    } else {
+      std::cerr << "tracking.mlflow: the model file: " << file.status().message() << std::endl;
+    }
+  }
+  absl::Status closed =
+      mlflow_->Close(stopped ? "" : "FINISHED", artifacts, RealClock().NowUnixMs());
+  if (!closed.ok()) std::cerr << closed.message() << std::endl;
+  mlflow_.reset();
 }
 
 absl::StatusOr<std::string> TrackedModelFile(const v1::JobSpec& spec, const RankContext& ctx,
