@@ -17,14 +17,25 @@
 namespace trainctl::train {
 namespace {
 
-GroupPtr NcclAtWorldSizeOne() {
-  GroupOptions options;
-  options.timeout = std::chrono::milliseconds(60'000);
-  return MakeNcclGroup(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
-}
+// An NCCL group of one rank, shut down before it is destroyed, as the
+// rank process does (2.x's NCCL backend expects it).
+class NcclAtWorldSizeOne {
+ public:
+  NcclAtWorldSizeOne() {
+    GroupOptions options;
+    options.timeout = std::chrono::milliseconds(60'000);
+    group_ = MakeNcclGroup(c10::make_intrusive<c10d::HashStore>(), 0, 1, options);
+  }
+  ~NcclAtWorldSizeOne() { ShutdownGroup(*group_); }
+  const GroupPtr& operator*() const { return group_; }
+
+ private:
+  GroupPtr group_;
+};
 
 TEST_F(GpuTest, NcclGroupAtWorldSizeOneReducesBroadcastsAndGathers) {
-  GroupPtr group = NcclAtWorldSizeOne();
+  NcclAtWorldSizeOne nccl;
+  const GroupPtr& group = *nccl;
   std::vector<torch::Tensor> t{torch::arange(4, torch::dtype(torch::kFloat32).device(device_))};
   group->allreduce(t)->wait();
   EXPECT_TRUE(torch::equal(t[0].cpu(), torch::arange(4, torch::kFloat32)));
@@ -41,11 +52,16 @@ TEST_F(GpuTest, NcclGroupAtWorldSizeOneReducesBroadcastsAndGathers) {
 
 TEST_F(GpuTest, GradientBucketsSendThroughNcclFromTheAutogradHooks) {
   torch::manual_seed(3);
-  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::ReLU(),
-                            torch::nn::Linear(256, 10));
+  // The first bucket closes at 1 MiB (as DDP's): the middle layer's
+  // 256x1024 weights cross it, so the first layer goes in a second bucket.
+  auto make_net = [] {
+    return torch::nn::Sequential(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                                 torch::nn::Linear(256, 1024), torch::nn::ReLU(),
+                                 torch::nn::Linear(1024, 10));
+  };
+  torch::nn::Sequential net = make_net();
   net->to(device_);
-  torch::nn::Sequential reference(torch::nn::Linear(64, 256), torch::nn::ReLU(),
-                                  torch::nn::Linear(256, 10));
+  torch::nn::Sequential reference = make_net();
   reference->to(device_);
   {
     torch::NoGradGuard no_grad;
@@ -53,10 +69,11 @@ TEST_F(GpuTest, GradientBucketsSendThroughNcclFromTheAutogradHooks) {
       reference->parameters()[i].copy_(net->parameters()[i]);
     }
   }
-  GroupPtr group = NcclAtWorldSizeOne();
-  // 4 KiB buckets: several collectives launched from the hooks.
+  NcclAtWorldSizeOne nccl;
+  const GroupPtr& group = *nccl;
+  // 4 KiB buckets after the first: two collectives launched from the hooks.
   GradientBuckets buckets(net->parameters(), group, 1, 4096);
-  ASSERT_GT(buckets.num_buckets(), 1);
+  ASSERT_EQ(buckets.num_buckets(), 2);
   torch::Tensor x = torch::randn({32, 64}, device_);
   for (int step = 0; step < 2; ++step) {
     buckets.ZeroGrad();

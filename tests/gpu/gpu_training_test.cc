@@ -3,8 +3,10 @@
 // generated into a temporary folder: the GPU node has no datasets package.
 
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include "common/spec.h"
@@ -47,11 +49,12 @@ class GpuTrainingTest : public GpuTest {
     EXPECT_TRUE(spec.ok()) << spec.status();
     return spec.ok() ? *spec : v1::JobSpec();
   }
-  std::string CsvJob(int ranks, const std::string& training) {
+  std::string CsvJob(int ranks, const std::string& training,
+                     const std::string& optimizer = "{type: sgd, lr: 0.05}") {
     return "ranks: " + std::to_string(ranks) +
            "\nseed: 7\nmodel: {type: mlp, hidden: [64, 32]}\n"
            "data: {format: csv, train_path: " + dir_ + "/train.csv}\n"
-           "optimizer: {type: sgd, lr: 0.05}\ntraining: " + training + "\n";
+           "optimizer: " + optimizer + "\ntraining: " + training + "\n";
   }
 
   // spec.ranks() ranks as threads on cuda:0, joined by `backend` (Gloo: any
@@ -95,19 +98,26 @@ TEST_F(GpuTrainingTest, TwoRanksOnOneGpuOverGlooEqualOneRankWithTheDoubledBatch)
   EXPECT_LE(diff, 1e-5);
 }
 
-TEST_F(GpuTrainingTest, Bf16OnCudaLearns) {
-  std::vector<v1::MetricPoint> points;
-  std::vector<TrainResult> r =
-      Run(Spec(CsvJob(1, "{batch_size: 64, max_steps: 60, log_every_steps: 10, "
-                         "precision: bf16, device: cuda}")),
-          "bf16", "", &points);
-  std::vector<double> losses;
-  for (const auto& p : points) {
-    if (p.kind() == "train") losses.push_back(p.values().at("loss"));
+// AdamW, since SGD at lr 0.05 barely moves this loss in 60 steps in any
+// precision (0.666 to 0.676 on the CPU in fp32, as on the GPU in bf16).
+TEST_F(GpuTrainingTest, Bf16OnCudaLearnsAsFp32Does) {
+  std::map<std::string, std::vector<double>> losses;
+  for (const std::string precision : {"fp32", "bf16"}) {
+    std::vector<v1::MetricPoint> points;
+    Run(Spec(CsvJob(1, "{batch_size: 64, max_steps: 60, log_every_steps: 10, "
+                       "precision: " + precision + ", device: cuda}",
+                    "{type: adamw, lr: 0.01}")),
+        precision, "", &points);
+    for (const auto& p : points) {
+      if (p.kind() == "train") losses[precision].push_back(p.values().at("loss"));
+    }
+    ASSERT_GE(losses[precision].size(), 2u) << precision;
+    EXPECT_TRUE(std::isfinite(losses[precision].back())) << precision;
+    EXPECT_LT(losses[precision].back(), 0.6 * losses[precision].front()) << precision;
   }
-  ASSERT_GE(losses.size(), 2u);
-  EXPECT_TRUE(std::isfinite(losses.back()));
-  EXPECT_LT(losses.back(), losses.front());
+  std::cout << "final loss fp32 " << losses["fp32"].back() << ", bf16 "
+            << losses["bf16"].back() << std::endl;
+  EXPECT_NEAR(losses["bf16"].back(), losses["fp32"].back(), 0.05);
 }
 
 TEST_F(GpuTrainingTest, Fp16InjectedInfSkipsTheStepAndHalvesTheScale) {

@@ -35,6 +35,7 @@ inline std::vector<TrainResult> TrainRanksAsThreads(
       if (configure) configure(rank, ctx);
       if (world > 1) ctx.group = MakeGlooGroup(store, rank, world, {});
       absl::StatusOr<TrainResult> result = Train(spec, ctx);
+      if (ctx.group) ShutdownGroup(*ctx.group);  // as the rank process does
       EXPECT_TRUE(result.ok()) << result.status();
       return result.ok() ? *result : TrainResult{};
     }));
