@@ -68,6 +68,26 @@ inline OptimizerStateKey StateKeyOf(const torch::Tensor& param) {
 }
 #endif
 
+// torch's fused AdamW kernel, which updates a list of parameters (one
+// device, one dtype) in one launch: 2.x has it for CUDA and CPU, 1.13 not
+// at all (there FusedAdamW is torch::optim::AdamW's loop, and this is
+// never called).
+inline constexpr bool kFusedAdamW = TRAINCTL_TORCH_2 != 0;
+
+inline void FusedAdamWUpdate(at::TensorList params, at::TensorList grads,
+                             at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                             at::TensorList steps, double lr, double beta1,
+                             double beta2, double weight_decay, double eps) {
+#if TRAINCTL_TORCH_2
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs,
+                    /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps;
+  (void)lr, (void)beta1, (void)beta2, (void)weight_decay, (void)eps;
+#endif
+}
+
 // The fused AMP kernels (unscale with a non-finite check, scale update)
 // have a CPU implementation from 2.x on; 1.13 has them for CUDA only.
 inline constexpr bool kAmpKernelsOnCpu = TRAINCTL_TORCH_2 != 0;

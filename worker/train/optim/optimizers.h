@@ -15,7 +15,8 @@ namespace trainctl::train {
 // The optimizer a spec names, over `params`:
 //   sgd       torch::optim::SGD (lr, momentum, nesterov, weight_decay)
 //   adam      torch::optim::Adam (lr, betas, eps, L2 weight_decay)
-//   adamw     torch::optim::AdamW (lr, betas, eps, decoupled weight_decay)
+//   adamw     torch::optim::AdamW (lr, betas, eps, decoupled weight_decay);
+//             FusedAdamW, the same update in one kernel, on CUDA (2.x)
 //   adafactor Adafactor (betas[0] is beta1; eps is eps1; see adafactor.h)
 //   adam8bit  Adam8bit (AdamW with 8-bit block-wise state; see adam8bit.h)
 // An empty type means adamw; the spec is expected to be validated already
