@@ -43,6 +43,8 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: Gloo on the CPU, to check the plumbing")
+    p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
+                   help="sgd: lr 3e-4, no momentum (torch's default foreach)")
     args = p.parse_args()
 
     cuda = args.device == "cuda"
@@ -58,8 +60,11 @@ def main():
                 args.seq).to(device)
     params = sum(p.numel() for p in model.parameters())
     model = DDP(model, device_ids=[local] if cuda else None)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
-                                  fused=cuda)
+    if args.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01,
+                                      fused=cuda)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=3e-4)
     # The ids are below 32768, so int16 reads them as the uint16 file holds them.
     with open(args.tokens, "rb") as f:
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.int16).to(torch.int64)

@@ -55,13 +55,21 @@ def parse_args():
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
+                   help="sgd (lr 3e-4, no momentum) on both sides takes the "
+                        "optimizer out of the comparison")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for all the runs: no run pair starts that "
+                        "the longest pair so far would carry past it")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                    help="cpu: both sides on the CPU, to check the plumbing "
                         "with a small --layers/--d-model/--seq (no peak, no MFU)")
     a = p.parse_args()
     a.bin = os.path.abspath(a.bin)
     a.threads = 4
-    a.gpus = "auto"
+    # auto finds /dev/nvidiaN; a container that hides those device files
+    # but lets CUDA see a GPU gets the first one, and the results say so.
+    a.gpus = "auto" if a.device == "cpu" or os.path.exists("/dev/nvidia0") else "0"
     a.d_ff = 4 * a.d_model
     return a
 
@@ -108,7 +116,8 @@ def job_spec(a, tokens):
                   "n_heads": a.heads, "d_ff": a.d_ff, "max_seq_len": a.seq,
                   "vocab_size": VOCAB},
         "data": {"format": "tokens", "train_path": tokens, "seq_len": a.seq},
-        "optimizer": {"type": "adamw", "lr": 3e-4, "weight_decay": 0.01},
+        "optimizer": ({"type": "adamw", "lr": 3e-4, "weight_decay": 0.01}
+                      if a.optimizer == "adamw" else {"type": "sgd", "lr": 3e-4}),
         "training": {"batch_size": a.batch, "max_steps": a.steps,
                      "log_every_steps": a.log_every, "precision": "bf16",
                      "device": a.device, "epochs": 100},
@@ -159,7 +168,7 @@ def run_ddp(a, tokens, tag):
                       "--heads", str(a.heads), "--d-ff", str(a.d_ff),
                       "--seq", str(a.seq), "--batch", str(a.batch),
                       "--steps", str(a.steps), "--warmup", str(a.log_every),
-                      "--device", a.device]
+                      "--device", a.device, "--optimizer", a.optimizer]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     with open(os.path.join(a.out, tag + ".log"), "w") as f:
         f.write(r.stdout + r.stderr)
@@ -195,7 +204,14 @@ def measure(a, results, peak, workdir):
     with open(tokens, "wb") as f:
         array.array("h", ids.tolist()).tofile(f)
     ours, peer = [], []
+    began, longest = time.monotonic(), 0.0
     for run in range(a.runs):
+        elapsed = time.monotonic() - began
+        if a.budget and run > 0 and elapsed + 1.2 * longest > a.budget:
+            results.put("budget", f"stopped after {run} run(s): {elapsed:.0f} s of "
+                                  f"{a.budget:.0f} s spent, a pair takes {longest:.0f} s")
+            break
+        pair_began = time.monotonic()
         for side in ("trainctl", "ddp"):
             try:
                 r = (run_trainctl(a, tokens, workdir, f"trainctl-{run}")
@@ -205,6 +221,7 @@ def measure(a, results, peak, workdir):
                 results.put(f"{side}-{run}-error", str(e)[-4000:])
                 continue
             results.put(f"{side}-{run}", r)
+        longest = max(longest, time.monotonic() - pair_began)
     summary = {}
     for name, runs in (("trainctl", ours), ("ddp", peer)):
         if runs:
