@@ -8,10 +8,10 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/eval_metric_names.h"
+#include "common/spec_outputs.h"
 #include "common/spec_reader.h"
 
 namespace trainctl {
@@ -276,33 +276,6 @@ void ReadCheckpoint(SpecReader& top, v1::CheckpointSpec* c, Errors* errors) {
   s.RejectUnknown();
 }
 
-void ReadTensorBoard(SpecReader& top, v1::TensorBoardSpec* tb, Errors* errors) {
-  SpecReader s(top.Child("tensorboard"), "tensorboard", errors);
-  tb->set_dir(s.String("dir", ""));
-  if (!tb->dir().empty() && tb->dir().front() != '/') {
-    s.Error(s.Path("dir"), "must be an absolute path (ranks run in the worker's "
-                           "directory, not yours)");
-  }
-  s.RejectUnknown();
-}
-
-void ReadTracking(SpecReader& top, v1::TrackingSpec* tracking, Errors* errors) {
-  SpecReader s(top.Child("tracking"), "tracking", errors);
-  tracking->set_mlflow(s.String("mlflow", ""));
-  const std::string& uri = tracking->mlflow();
-  const bool http = absl::StartsWith(uri, "http://") || absl::StartsWith(uri, "https://");
-  if (!uri.empty() && (!http || uri.size() > 2048 ||
-                       uri.find_first_of(" \t\r\n") != std::string::npos)) {
-    s.Error(s.Path("mlflow"), "must be the tracking server's http:// or https:// "
-                              "address (as MLFLOW_TRACKING_URI), with no spaces");
-  }
-  tracking->set_experiment(s.String("experiment", ""));
-  if (tracking->experiment().size() > 500) {
-    s.Error(s.Path("experiment"), "must be at most 500 characters");
-  }
-  s.RejectUnknown();
-}
-
 void ReadFaultTolerance(SpecReader& top, int ranks,
                         v1::FaultToleranceSpec* f, Errors* errors) {
   SpecReader s(top.Child("fault_tolerance"), "fault_tolerance", errors);
@@ -474,8 +447,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   ReadTraining(top, spec.mutable_training(), &errors);
   ReadCheckpoint(top, spec.mutable_checkpoint(), &errors);
   ReadFaultTolerance(top, spec.ranks(), spec.mutable_fault_tolerance(), &errors);
-  ReadTensorBoard(top, spec.mutable_tensorboard(), &errors);
-  ReadTracking(top, spec.mutable_tracking(), &errors);
+  ReadOutputs(top, &spec, &errors);
   const bool lm = spec.model().type() == "gpt" ||
                   spec.data().format() == "tokens" ||
                   spec.data().format() == "text";

@@ -192,6 +192,18 @@ INSTANTIATE_TEST_SUITE_P(
                 "tensorboard: /runs",
                 "tensorboard: must be a mapping"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "profile: {dir: traces}",
+                "profile.dir: must be an absolute path"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "profile: {dir: /t, steps: 0}",
+                "profile.steps"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "profile: {dir: /t, steps: 51}",
+                "profile.steps"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
+                "profile: {dir: /t, start_step: -1}",
+                "profile.start_step"},
+        BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"
                 "tracking: {mlflow: file:///tmp/mlruns}",
                 "tracking.mlflow: must be the tracking server's http:// or https://"},
         BadCase{"model: mlp\ndata: {train_images: a, train_labels: b}\n"

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -67,6 +68,23 @@ inline OptimizerStateKey StateKeyOf(const torch::Tensor& param) {
   return c10::guts::to_string(param.unsafeGetTensorImpl());
 }
 #endif
+
+// A profiler event's start and length in microseconds: 1.13 keeps them in
+// microseconds, 2.x in nanoseconds.
+inline double ProfilerEventStartUs(const torch::autograd::profiler::KinetoEvent& e) {
+#if TRAINCTL_TORCH_2
+  return static_cast<double>(e.startNs()) / 1000.0;
+#else
+  return static_cast<double>(e.startUs());
+#endif
+}
+inline double ProfilerEventDurationUs(const torch::autograd::profiler::KinetoEvent& e) {
+#if TRAINCTL_TORCH_2
+  return static_cast<double>(e.durationNs()) / 1000.0;
+#else
+  return static_cast<double>(e.durationUs());
+#endif
+}
 
 // torch's fused AdamW kernel, which updates a list of parameters (one
 // device, one dtype) in one launch: 2.x has it for CUDA and CPU, 1.13 not

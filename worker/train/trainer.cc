@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
 #include "worker/train/autocast_scope.h"
@@ -25,6 +26,7 @@
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
 #include "worker/train/rank_spread.h"
+#include "worker/train/step_profiler.h"
 #include "worker/train/stream_timer.h"
 #include "worker/support/straggler_watch.h"
 #include "worker/train/metric_sinks.h"
@@ -33,12 +35,6 @@ namespace trainctl::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -182,7 +178,7 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     point.set_step(step);
     point.set_epoch(epoch);
     point.set_rank(ctx.rank);
-    point.set_time_unix_ms(NowUnixMs());
+    point.set_time_unix_ms(RealClock().NowUnixMs());
     for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
     if (ctx.report) ctx.report(point);
     sinks.Write(point);
@@ -282,11 +278,13 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
     cursor.world_size = ctx.world_size;
     return checkpoints.Save(cursor, eval_now);
   };
+  StepProfiler profiler(spec.profile(), ctx.job_id, ctx.rank, std::cerr);
   int64_t step = first_step;
   int epoch = 0;
   while (step < total_steps) {
     epoch = static_cast<int>(step / steps_per_epoch);
     progress.BeginStep(step);
+    profiler.BeforeStep(step);
     eval_now.clear();
     if (ctx.faults.Fires("exit", ctx.rank, ctx.generation, step)) {
       std::cerr << "fault hook: exiting before step " << step << std::endl;
@@ -463,7 +461,9 @@ absl::StatusOr<TrainResult> TrainOrThrow(const v1::JobSpec& spec,
       if (!saved.ok()) result.stop_checkpoint_error = std::string(saved.message());
       break;
     }
+    profiler.AfterStep(step - 1);
   }
+  profiler.Finish();
   if (checkpoints.writing()) progress.Enter(LoopPosition::Phase::kCheckpoint);
   if (absl::Status saved = checkpoints.Finish(); !saved.ok()) {
     std::cerr << saved.message() << std::endl;
