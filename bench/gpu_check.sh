@@ -232,7 +232,7 @@ if [ "$(left)" -lt 90 ]; then
   stage 04-throughput "not run: $(left) s left"; exit 1
 fi
 if timeout "$(left)" "$python" bench/gpu_throughput.py --bin "$bin" --out "$out" --runs 3 --steps 100 \
-     --timeout $(( $(left) / 2 - 10 )) --budget $(( $(left) - 10 )) > "$out/04-throughput.txt" 2>&1; then
+     --timeout $(( $(left) / 2 - 10 )) --budget $(( $(left) - 10 )) --profile > "$out/04-throughput.txt" 2>&1; then
   stage 04-throughput "ok ($("$python" -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages"]["summary"]; print(json.dumps(s))' "$out/gpu_throughput.json"))"
 else
   tail -30 "$out/04-throughput.txt"

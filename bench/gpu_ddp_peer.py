@@ -45,6 +45,11 @@ def main():
                    help="cpu: Gloo on the CPU, to check the plumbing")
     p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
                    help="sgd: lr 3e-4, no momentum (torch's default foreach)")
+    p.add_argument("--profile-dir", default="",
+                   help="trace steps --profile-start.. with torch.profiler into "
+                        "DIR/ddp-rank-R.json (bench/trace_summary.py reads it)")
+    p.add_argument("--profile-start", type=int, default=20)
+    p.add_argument("--profile-steps", type=int, default=3)
     args = p.parse_args()
 
     cuda = args.device == "cuda"
@@ -80,19 +85,37 @@ def main():
         return (x.pin_memory().to(device, non_blocking=True),
                 y.pin_memory().to(device, non_blocking=True))
 
+    profiler = None
+    if args.profile_dir:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        os.makedirs(args.profile_dir, exist_ok=True)
+        trace = os.path.join(args.profile_dir, f"ddp-rank-{rank}.json")
+        profiler = torch.profiler.profile(
+            activities=activities,
+            schedule=torch.profiler.schedule(wait=args.profile_start, warmup=0,
+                                             active=args.profile_steps, repeat=1),
+            on_trace_ready=lambda p: p.export_chrome_trace(trace))
+        profiler.start()
     start = None
     for step in range(args.steps):
         if step == args.warmup:
             sync()
             start = time.perf_counter()
-        x, y = batch()
-        with torch.autocast(args.device, dtype=torch.bfloat16):
-            logits = model(x)
-            loss = F.cross_entropy(logits.view(-1, args.vocab).float(), y.view(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        with torch.profiler.record_function(f"ddp step {step}"):
+            x, y = batch()
+            with torch.autocast(args.device, dtype=torch.bfloat16):
+                logits = model(x)
+                loss = F.cross_entropy(logits.view(-1, args.vocab).float(), y.view(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if profiler is not None:
+            profiler.step()
     sync()
+    if profiler is not None:
+        profiler.stop()
     seconds = time.perf_counter() - start
     measured = args.steps - args.warmup
     tokens = measured * args.batch * args.seq * world

@@ -40,6 +40,7 @@ from bench_cluster import BenchError, Cluster  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = 32768
+PROFILE_START, PROFILE_STEPS = 20, 3
 
 
 def parse_args():
@@ -58,6 +59,11 @@ def parse_args():
     p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
                    help="sgd (lr 3e-4, no momentum) on both sides takes the "
                         "optimizer out of the comparison")
+    p.add_argument("--profile", action="store_true",
+                   help="after the measured runs, one more of each side tracing "
+                        "steps 20-22 (trainctl's profile: section, torch.profiler "
+                        "for the peer) into OUT/traces, summarised by "
+                        "bench/trace_summary.py into OUT/traces/summary.txt")
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for all the runs: no run pair starts that "
                         "the longest pair so far would carry past it")
@@ -109,8 +115,8 @@ def flops_per_token(a):
     return 6 * non_embedding + 12 * L * a.seq * d
 
 
-def job_spec(a, tokens):
-    return {
+def job_spec(a, tokens, trace_dir=None):
+    spec = {
         "name": "gpu-throughput", "ranks": 1, "seed": 5, "task": "language_model",
         "model": {"type": "gpt", "d_model": a.d_model, "n_layers": a.layers,
                   "n_heads": a.heads, "d_ff": a.d_ff, "max_seq_len": a.seq,
@@ -122,9 +128,13 @@ def job_spec(a, tokens):
                      "log_every_steps": a.log_every, "precision": "bf16",
                      "device": a.device, "epochs": 100},
     }
+    if trace_dir:
+        spec["profile"] = {"dir": trace_dir, "start_step": PROFILE_START,
+                           "steps": PROFILE_STEPS}
+    return spec
 
 
-def run_trainctl(a, tokens, workdir, tag):
+def run_trainctl(a, tokens, workdir, tag, trace_dir=None):
     # The daemons' logs and the job's events stay with the results.
     logdir = os.path.join(a.out, tag)
     shutil.rmtree(logdir, ignore_errors=True)
@@ -135,7 +145,7 @@ def run_trainctl(a, tokens, workdir, tag):
         cluster.start()
         spec = os.path.join(logdir, "job.json")
         with open(spec, "w") as f:
-            json.dump(job_spec(a, tokens), f)
+            json.dump(job_spec(a, tokens, trace_dir), f)
         r = subprocess.run(cluster.ctl("submit", spec, "--follow", "--output", "json"),
                            capture_output=True, text=True, timeout=a.timeout)
         with open(os.path.join(logdir, "events.jsonl"), "w") as f:
@@ -159,7 +169,7 @@ def run_trainctl(a, tokens, workdir, tag):
         cluster.stop()
 
 
-def run_ddp(a, tokens, tag):
+def run_ddp(a, tokens, tag, trace_dir=None):
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
     cmd = torchrun + ["--standalone", "--nproc_per_node", "1",
                       os.path.join(REPO, "bench", "gpu_ddp_peer.py"),
@@ -169,6 +179,9 @@ def run_ddp(a, tokens, tag):
                       "--seq", str(a.seq), "--batch", str(a.batch),
                       "--steps", str(a.steps), "--warmup", str(a.log_every),
                       "--device", a.device, "--optimizer", a.optimizer]
+    if trace_dir:
+        cmd += ["--profile-dir", trace_dir, "--profile-start", str(PROFILE_START),
+                "--profile-steps", str(PROFILE_STEPS)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     with open(os.path.join(a.out, tag + ".log"), "w") as f:
         f.write(r.stdout + r.stderr)
@@ -176,6 +189,35 @@ def run_ddp(a, tokens, tag):
         if line.startswith("BENCH_RESULT "):
             return json.loads(line[len("BENCH_RESULT "):])
     raise BenchError(f"DDP peer exited {r.returncode}: {r.stderr[-3000:]}")
+
+
+def trace(a, results, tokens, workdir, began, longest):
+    """One traced run of each side (not among the measured ones)."""
+    elapsed = time.monotonic() - began
+    if a.budget and elapsed + 1.2 * longest > a.budget:
+        results.put("profile", f"not run: {elapsed:.0f} s of {a.budget:.0f} s spent")
+        return
+    traces = os.path.join(a.out, "traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    os.makedirs(traces)
+    try:
+        run_trainctl(a, tokens, workdir, "trainctl-traced", traces)
+        run_ddp(a, tokens, "ddp-traced", traces)
+    except (BenchError, subprocess.TimeoutExpired, OSError) as e:
+        results.put("profile", f"failed: {str(e)[-2000:]}")
+        return
+    ours = [os.path.join(root, f) for root, _, files in os.walk(traces)
+            for f in files if f.startswith("rank-0-") and f.endswith(".json")]
+    peer = os.path.join(traces, "ddp-rank-0.json")
+    if not ours or not os.path.exists(peer):
+        results.put("profile", f"traces missing: trainctl {ours}, ddp {os.path.exists(peer)}")
+        return
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bench", "trace_summary.py"),
+                        ours[0], peer], capture_output=True, text=True, timeout=300)
+    with open(os.path.join(traces, "summary.txt"), "w") as f:
+        f.write(r.stdout + r.stderr)
+    results.put("profile", {"trainctl": ours[0], "ddp": peer,
+                            "summary": os.path.join(traces, "summary.txt")})
 
 
 def main():
@@ -222,6 +264,8 @@ def measure(a, results, peak, workdir):
                 continue
             results.put(f"{side}-{run}", r)
         longest = max(longest, time.monotonic() - pair_began)
+    if a.profile:
+        trace(a, results, tokens, workdir, began, longest)
     summary = {}
     for name, runs in (("trainctl", ours), ("ddp", peer)):
         if runs:
