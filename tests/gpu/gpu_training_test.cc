@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -160,6 +161,22 @@ TEST_F(GpuTrainingTest, CheckpointResumeIsBitIdenticalOnCuda) {
     EXPECT_TRUE(torch::equal(whole[0].parameters[i], resumed[0].parameters[i]))
         << "parameter " << i;
   }
+}
+
+// profile: on a GPU the trace is Kineto's, with the kernels of the traced
+// steps (the CPU suites check the rest of it: step_profile_test).
+TEST_F(GpuTrainingTest, ProfileTracesTheKernelsOfTheSteps) {
+  Run(Spec(CsvJob(1, "{batch_size: 64, max_steps: 6, device: cuda}") +
+           "profile: {dir: " + dir_ + "/traces, start_step: 2, steps: 2}\n"),
+      "traced");
+  const std::string path = dir_ + "/traces/traced/rank-0-steps-2-3.json";
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "no " << path;
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"cat\": \"kernel\""), std::string::npos)
+      << "no kernel event in " << path;
+  EXPECT_NE(text.find("trainctl step 3"), std::string::npos);
 }
 
 }  // namespace
