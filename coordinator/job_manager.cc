@@ -231,64 +231,6 @@ absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
   return snapshot;
 }
 
-std::vector<v1::WorkerInfo> JobManager::Workers() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return registry_.Describe();
-}
-
-absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
-                                        std::shared_ptr<AgentLink> link) {
-  {
-    Turn turn(*this);
-    absl::Status status = registry_.Register(info, link);
-    if (!status.ok()) return status;
-    v1::CoordinatorMessage hello;
-    hello.mutable_registered()->set_worker_name(info.name());
-    hello.mutable_registered()->set_heartbeat_interval_ms(
-        heartbeat_interval_ms_);
-    Outbox cancels;
-    ReattachRanksLocked(info, link, hello.mutable_registered(), &cancels);
-    Outbox& outbox = *turn.outbox();
-    outbox.push_back({link, std::move(hello)});
-    outbox.insert(outbox.end(), cancels.begin(), cancels.end());
-    ScheduleLocked(&outbox);
-    turn.Save();
-  }
-  TLOG_INFO << "worker " << info.name() << " registered: " << info.slots()
-            << " slots at " << info.collective_host();
-  return absl::OkStatus();
-}
-
-void JobManager::WorkerDisconnected(const std::string& worker,
-                                    const AgentLink* link) {
-  Turn turn(*this);
-  if (shutting_down_) return;  // the streams close because we stop
-  LoseWorkerLocked(worker, link, "its stream closed", turn.outbox());
-  turn.Save();
-}
-
-void JobManager::Heartbeat(const std::string& worker) {
-  std::lock_guard<std::mutex> lock(mu_);
-  registry_.Heartbeat(worker);
-}
-
-void JobManager::CheckLeases() {
-  std::vector<std::shared_ptr<AgentLink>> expired_links;
-  {
-    Turn turn(*this);
-    for (const std::string& name : registry_.Expired()) {
-      if (const auto* w = registry_.Find(name)) expired_links.push_back(w->link);
-      LoseWorkerLocked(name, nullptr, "its lease expired (no heartbeat)",
-                       turn.outbox());
-    }
-    CheckHangsLocked(turn.outbox());
-    CheckReattachLocked(turn.outbox());
-    turn.Save();
-    turn.Add(RetireFinishedLocked());
-  }
-  for (auto& link : expired_links) link->Disconnect();
-}
-
 v1::Job* JobManager::FindLocked(const std::string& job_id) {
   auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second;
@@ -465,36 +407,6 @@ void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
   rendezvous_.DropJob(job.id());
   log_limiter_.Forget(job.id());
   metric_limiter_.Forget(job.id());
-}
-
-void JobManager::LoseWorkerLocked(const std::string& worker,
-                                  const AgentLink* link, const std::string& why,
-                                  Outbox* outbox) {
-  if (registry_.Find(worker) == nullptr) return;
-  std::set<WorkerRegistry::RankKey> lost = registry_.Remove(worker, link);
-  if (registry_.Find(worker) != nullptr) return;  // a newer link owns the name
-  TLOG_WARNING << "worker " << worker << " lost: " << why;
-  std::set<std::string> failed;
-  for (const auto& key : lost) {
-    v1::Job* job = FindLocked(key.job_id);
-    if (job == nullptr || job->generation() != key.generation) continue;
-    if (key.rank >= 0 && key.rank < job->ranks_size() &&
-        job->ranks(key.rank).state() != v1::RANK_STATE_EXITED) {
-      v1::RankInfo* rank = job->mutable_ranks(key.rank);
-      rank->set_state(v1::RANK_STATE_LOST);
-      rank->set_message(absl::StrCat("worker ", worker, " was lost: ", why));
-      MarkDirtyLocked(job->id());
-    }
-    if (failed.count(key.job_id) || job->state() != v1::JOB_STATE_RUNNING) {
-      continue;
-    }
-    failed.insert(key.job_id);
-    EndGenerationLocked(*job,
-                        absl::StrCat("worker ", worker, " running rank ",
-                                     key.rank, " was lost: ", why),
-                        /*counted=*/true, outbox);
-  }
-  ScheduleLocked(outbox);
 }
 
 absl::Status JobManager::CheckRankOwnerLocked(const std::string& worker,

@@ -2,14 +2,14 @@
 // loopback): `watch` inside a pseudo-terminal redraws a live view that
 // advances to the final state; status, workers, list, cancel and submit
 // (--dry-run, --set, --name) in table and JSON form, the JSON read back as
-// the documented messages; plot -o FILE.png; list -w.
+// the documented messages; plot -o FILE.png; list -w. The CLI's own
+// answers (certificates, login, typos, completion, version) are in
+// cli_usability_test.cc.
 
 #include <gmock/gmock.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "local_cluster.h"
+#include "pty_run.h"
 
 namespace trainctl::testing {
 namespace {
@@ -31,71 +32,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using std::chrono::seconds;
-
-struct PtyResult {
-  int exit_code = -1;
-  std::string output;  // everything written to the terminal, escapes and all
-};
-
-// Runs argv with its stdin/stdout/stderr on a new pseudo-terminal of 100x30
-// (TERM=xterm) and reads it until the program exits or `timeout` passes
-// (then it is killed and exit_code stays -1). `typed` is written to the
-// terminal, as typed keys, once the output shows `prompt`.
-PtyResult RunInPty(const std::vector<std::string>& argv, seconds timeout,
-                   const std::string& prompt = "", const std::string& typed = "") {
-  PtyResult result;
-  winsize size{};
-  size.ws_col = 100;
-  size.ws_row = 30;
-  int master = -1;
-  const pid_t pid = forkpty(&master, nullptr, nullptr, &size);
-  if (pid < 0) {
-    ADD_FAILURE() << "forkpty: " << std::strerror(errno);
-    return result;
-  }
-  if (pid == 0) {
-    setenv("TERM", "xterm", 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  char buffer[4096];
-  bool typed_done = typed.empty();
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd fd{master, POLLIN, 0};
-    if (poll(&fd, 1, 200) <= 0) continue;
-    const ssize_t n = read(master, buffer, sizeof buffer);
-    if (n <= 0) break;  // EIO: the program exited and closed the terminal
-    result.output.append(buffer, static_cast<size_t>(n));
-    if (!typed_done && result.output.find(prompt) != std::string::npos) {
-      typed_done = true;
-      if (write(master, typed.data(), typed.size()) != static_cast<ssize_t>(typed.size())) {
-        ADD_FAILURE() << "could not type into the terminal";
-      }
-    }
-  }
-  int status = 0;
-  if (waitpid(pid, &status, WNOHANG) == 0) {
-    // Still running at the deadline, or it closed the terminal early.
-    const auto grace = std::chrono::steady_clock::now() + seconds(5);
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > grace) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        close(master);
-        ADD_FAILURE() << "timed out; output so far:\n" << result.output;
-        return result;
-      }
-      usleep(50'000);
-    }
-  }
-  close(master);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return result;
-}
 
 template <typename Message>
 Message FromJson(const std::string& json) {
@@ -404,132 +340,6 @@ TEST_F(CliCommandsTest, ListWatchPrintsTheListThenARowPerChange) {
   std::string first;
   std::getline(lines, first);
   EXPECT_TRUE(FromJson<v1::WatchJobsResponse>(first).list_page()) << first;
-}
-
-// Another CA's certificate as --ca-cert: the coordinator is reached, and the
-// CLI says its certificate is not trusted, with no gRPC log line.
-TEST_F(CliCommandsTest, AnUntrustedCertificateIsSaidSoWithoutGrpcLogLines) {
-  const std::string other = cluster_->dir() + "/other-ca.crt";
-  ASSERT_EQ(std::system(("openssl req -x509 -newkey ec -pkeyopt "
-                         "ec_paramgen_curve:prime256v1 -nodes -subj /CN=other -days 1 "
-                         "-keyout " + cluster_->dir() + "/other-ca.key -out " + other +
-                         " >/dev/null 2>&1").c_str()),
-            0);
-  std::vector<std::string> argv = cluster_->CliArgv({"list"});
-  auto ca = std::find(argv.begin(), argv.end(), "--ca-cert");
-  ASSERT_NE(ca, argv.end());
-  *(ca + 1) = other;
-  Process cli(argv, cluster_->dir() + "/untrusted.out");
-  EXPECT_EQ(cli.Wait(seconds(60)), 3);
-  const std::string output = ReadAll(cluster_->dir() + "/untrusted.out");
-  EXPECT_THAT(output, HasSubstr("answered, but its TLS certificate is not signed by "
-                                "the CA this client trusts"));
-  EXPECT_THAT(output, Not(HasSubstr("ssl_transport_security")));
-  EXPECT_THAT(output, Not(HasSubstr("Handshake failed")));
-}
-
-// A token typed at the login prompt is not echoed to the terminal.
-TEST_F(CliCommandsTest, LoginDoesNotEchoTheTokenTyped) {
-  const std::string config = cluster_->dir() + "/login-config";
-  std::vector<std::string> argv = cluster_->CliArgv({"login"});
-  auto token = std::find(argv.begin(), argv.end(), "--token");
-  ASSERT_NE(token, argv.end());
-  const std::string secret = *(token + 1);
-  argv.erase(token, token + 2);  // the prompt asks for it
-  argv.insert(argv.begin(), {"/usr/bin/env", "XDG_CONFIG_HOME=" + config});
-  const PtyResult login = RunInPty(argv, seconds(60), "Token: ", secret + "\n");
-  EXPECT_EQ(login.exit_code, 0) << login.output;
-  EXPECT_THAT(login.output, HasSubstr("token accepted"));
-  EXPECT_THAT(login.output, Not(HasSubstr(secret)));
-}
-
-// Typos and a missing port get an answer that says what was meant.
-TEST_F(CliCommandsTest, ATypoedCommandIsAnsweredWithTheNearestOne) {
-  CliResult typo = cluster_->Cli({"stauts", "job-1"});
-  EXPECT_EQ(typo.exit_code, 2);
-  EXPECT_THAT(typo.output, HasSubstr("unknown command 'stauts'; did you mean 'status'?"));
-  CliResult far = cluster_->Cli({"frobnicate"});
-  EXPECT_EQ(far.exit_code, 2);
-  EXPECT_THAT(far.output, HasSubstr("unknown command 'frobnicate'"));
-  EXPECT_THAT(far.output, Not(HasSubstr("did you mean")));
-}
-
-// `trainctl completion bash` loaded into a real bash: commands, the flags of
-// the command at hand, output formats, and job ids that `list -q` asks the
-// coordinator for (from the environment, as a shell would have it).
-TEST_F(CliCommandsTest, BashCompletesCommandsFlagsAndJobIds) {
-  const std::string spec = cluster_->WriteFile(
-      "wide.yaml", "name: never-fits\nranks: 64\nmodel: mlp\n"
-                   "data: {train_images: /a, train_labels: /b}\n");
-  CliResult submit = cluster_->Cli({"submit", spec});
-  ASSERT_EQ(submit.exit_code, 0) << submit.output;
-  const std::string id = JobIdFrom(submit.output);
-  ASSERT_FALSE(id.empty());
-  CliResult quiet = cluster_->Cli({"list", "-q"});
-  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
-  EXPECT_THAT(quiet.output, HasSubstr(id + "\n"));
-  EXPECT_THAT(quiet.output, Not(HasSubstr("STATE")));  // ids only
-
-  const std::string script = cluster_->dir() + "/trainctl.bash";
-  CliResult made = cluster_->Cli({"completion", "bash"});
-  ASSERT_EQ(made.exit_code, 0) << made.output;
-  std::ofstream(script) << made.output;
-  // What bash would offer for `words`, the cursor in the last one.
-  auto complete = [&](const std::string& words) {
-    const std::string out = cluster_->dir() + "/complete.out";
-    const std::string command =
-        "env PATH=" + std::string(TRAINCTL_BIN_DIR) + ":/usr/bin:/bin" +
-        " TRAINCTL_COORDINATOR=" + cluster_->address() +
-        " TRAINCTL_CA_CERT=" + cluster_->ca_cert_path() +
-        " TRAINCTL_TOKEN=" + cluster_->admin_token() +
-        " bash -c 'source " + script + "; COMP_WORDS=(" + words +
-        "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
-        "printf \"%s\\n\" \"${COMPREPLY[@]}\"' > " + out + " 2>&1";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(out);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) lines.push_back(line);
-    }
-    return lines;
-  };
-  using ::testing::Contains;
-  using ::testing::ElementsAre;
-  EXPECT_THAT(complete("trainctl sta"), ElementsAre("status"));
-  EXPECT_THAT(complete("trainctl list --q"), ElementsAre("--quiet"));
-  EXPECT_THAT(complete("trainctl watch --p"), ElementsAre("--plain"));
-  EXPECT_THAT(complete("trainctl -o \"\""), ElementsAre("table", "json"));
-  EXPECT_THAT(complete("trainctl status \"\""), Contains(id));
-  EXPECT_THAT(complete("trainctl completion \"\""), ElementsAre("bash", "zsh"));
-  EXPECT_EQ(cluster_->Cli({"cancel", id}).exit_code, 0);
-}
-
-// `trainctl version` asks the coordinator too: its build, uptime, workers,
-// and whose token the CLI used.
-TEST_F(CliCommandsTest, VersionShowsTheCoordinatorsToo) {
-  CliResult version = cluster_->Cli({"version"});
-  ASSERT_EQ(version.exit_code, 0) << version.output;
-  EXPECT_THAT(version.output, HasSubstr("coordinator " + cluster_->address() +
-                                        ": trainctl "));
-  EXPECT_THAT(version.output, HasSubstr(" workers; your token is "));
-  EXPECT_THAT(version.output, HasSubstr("(admin)"));
-  CliResult json = cluster_->Cli({"version", "--output", "json"});
-  ASSERT_EQ(json.exit_code, 0) << json.output;
-  EXPECT_THAT(json.output, HasSubstr("\"workers\":2"));
-  CliResult client = cluster_->Cli({"version", "--client"});
-  EXPECT_THAT(client.output, Not(HasSubstr("coordinator ")));
-}
-
-TEST_F(CliCommandsTest, UnreachableCoordinatorNamesTheAddressAndWhatToTry) {
-  // No port is sure to be free; a unix socket path that does not exist
-  // surely has no coordinator behind it.
-  const std::string address = "unix:" + cluster_->dir() + "/nobody.sock";
-  Process cli(cluster_->CliArgv({"status", "job-1"}, address),
-              cluster_->dir() + "/unreachable.out");
-  EXPECT_EQ(cli.Wait(seconds(60)), 3);
-  const std::string output = ReadAll(cluster_->dir() + "/unreachable.out");
-  EXPECT_THAT(output, HasSubstr("cannot reach the coordinator at " + address));
-  EXPECT_THAT(output, HasSubstr("TRAINCTL_COORDINATOR"));
 }
 
 }  // namespace
