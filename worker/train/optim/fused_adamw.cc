@@ -1,7 +1,7 @@
 #include "worker/train/optim/fused_adamw.h"
 
 #include <map>
-#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -30,7 +30,8 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
   }
   for (auto& group : param_groups()) {
     const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    std::map<std::pair<std::string, c10::ScalarType>, FusedLists> lists;
+    // Keyed by device type, index and dtype: no string built per parameter.
+    std::map<std::tuple<int, int, int>, FusedLists> lists;
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
       const OptimizerStateKey key = StateKeyOf(param);
@@ -52,7 +53,9 @@ torch::Tensor FusedAdamW::step(LossClosure closure) {
       }
       state.step(state.step() + 1);
       device_step.step = state.step();
-      FusedLists& l = lists[{param.device().str(), param.scalar_type()}];
+      FusedLists& l = lists[{static_cast<int>(param.device().type()),
+                             param.device().index(),
+                             static_cast<int>(param.scalar_type())}];
       l.params.push_back(param);
       l.grads.push_back(param.grad());
       l.exp_avgs.push_back(state.exp_avg());
