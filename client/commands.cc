@@ -27,6 +27,7 @@
 #include "client/live_terminal.h"
 #include "client/login_command.h"
 #include "client/render.h"
+#include "client/ship_files.h"
 #include "client/spec_edit.h"
 #include "client/stream_commands.h"
 #include "client/completion_command.h"
@@ -112,6 +113,22 @@ int CmdSubmit(Env& env, const SubmitArgs& args) {
   if (text.ok()) text = ApplySpecEdits(*text, args.edits);
   if (!text.ok()) {
     env.err << "trainctl: " << text.status().message() << "\n";
+    return kExitUsage;
+  }
+  // Relative paths are files beside the spec (stdin: in this directory).
+  const std::string base_dir =
+      args.path == "-" ? "" : std::filesystem::path(args.path).parent_path().string();
+  text = ShipLocalFiles(
+      *text, base_dir,
+      [&env](const std::string& path, const std::string& sha256, int64_t size) {
+        return env.client->PutFile(path, sha256, size);
+      },
+      env.err);
+  if (!text.ok()) {
+    if (text.status().code() != absl::StatusCode::kInvalidArgument) {
+      return Fail(env, text.status());
+    }
+    env.err << "trainctl: " << args.path << ": " << text.status().message() << "\n";
     return kExitUsage;
   }
   absl::StatusOr<v1::SubmitJobResponse> response =

@@ -6,6 +6,9 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -70,6 +73,39 @@ absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
   request.set_dry_run(dry_run);
   request.set_resume_from(resume_from);
   return Unary(&v1::Jobs::Stub::SubmitJob, request);
+}
+
+absl::StatusOr<v1::PutFileResponse> CoordinatorClient::PutFile(
+    const std::string& path, const std::string& sha256, int64_t size) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_ +
+                                          absl::Seconds(size >> 20)));
+  v1::PutFileResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::PutFileRequest>> writer =
+      stub_->PutFile(&context, &response);
+  v1::PutFileRequest request;
+  request.set_sha256(sha256);
+  request.set_size(size);
+  std::string buffer(1 << 20, '\0');
+  bool first = true;
+  // The coordinator answers at once for a file it has, and a write after
+  // that fails: stop sending then, and read its answer.
+  while (in || first) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    request.set_data(buffer.data(), static_cast<size_t>(in.gcount()));
+    if (!writer->Write(request)) break;
+    request.clear_sha256();
+    request.clear_size();
+    first = false;
+  }
+  writer->WritesDone();
+  absl::Status status = FromGrpcStatus(writer->Finish());
+  if (!status.ok()) return status;
+  return response;
 }
 
 absl::StatusOr<v1::ListCheckpointsResponse> CoordinatorClient::ListCheckpoints(

@@ -38,6 +38,11 @@ class CoordinatorClient {
   absl::StatusOr<v1::SubmitJobResponse> SubmitJob(
       const std::string& spec_text, bool dry_run,
       const std::string& resume_from = "");
+  // Uploads the file at `path` (this machine) announced as sha256/size, in
+  // 1 MiB messages; the deadline grows with the size (1 MiB/s at least).
+  absl::StatusOr<v1::PutFileResponse> PutFile(const std::string& path,
+                                              const std::string& sha256,
+                                              int64_t size);
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(
       const std::vector<v1::JobState>& states);

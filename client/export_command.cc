@@ -19,6 +19,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/json_text.h"
+#include "common/file_digest.h"
+#include "common/shipped_files.h"
 #include "common/checkpoint_name.h"
 #include "common/model_metadata.h"
 
@@ -245,6 +247,22 @@ int CmdExport(Env& env, const ExportArgs& args) {
   std::vector<std::string> argv = {worker, "export", "--checkpoint", chosen->path(),
                                    "--out", args.out, "--format", format};
   if (format == "torchscript") {
+    // A module shipped from the submitter's machine is read here, where
+    // its relative path must name the same content.
+    if (IsSubmitterPath(model.path())) {
+      std::string uploaded;
+      for (const v1::ShippedFile& f : job->spec().shipped_files()) {
+        if (f.field() == "model.path") uploaded = f.sha256();
+      }
+      absl::StatusOr<std::string> here = Sha256OfFile(model.path());
+      if (!here.ok() || *here != uploaded) {
+        return Failed(env, absl::StrCat(
+            "job ", job->id(), "'s model.path ", model.path(),
+            " was uploaded from the submitter's machine (sha256 ", uploaded.substr(0, 12),
+            "); run trainctl export in the directory that has that file (",
+            here.ok() ? "the one here differs" : "it is not here", ")"));
+      }
+    }
     argv.insert(argv.end(), {"--torchscript-module", model.path()});
   } else {
     absl::StatusOr<v1::ImageTransformsSpec> transforms = AppliedTransforms(env, *job);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/eval_metric_names.h"
+#include "common/shipped_files.h"
 #include "common/spec_outputs.h"
 #include "common/spec_reader.h"
 
@@ -448,6 +449,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   ReadCheckpoint(top, spec.mutable_checkpoint(), &errors);
   ReadFaultTolerance(top, spec.ranks(), spec.mutable_fault_tolerance(), &errors);
   ReadOutputs(top, &spec, &errors);
+  ReadShippedFiles(top, &spec, &errors);
   const bool lm = spec.model().type() == "gpt" ||
                   spec.data().format() == "tokens" ||
                   spec.data().format() == "text";

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
@@ -30,6 +31,22 @@ constexpr int kHandshakeTimeoutMs = 10'000;
 // Sync-server threads: each agent stream, watch and rendezvous wait holds
 // one (the async core that removes this bound is issue #16's).
 constexpr int kMaxServerThreads = 4096;
+// Shipped files no job names are deleted once nobody uploaded them for an
+// hour (the upload comes before the submission that names the file).
+constexpr auto kFileSweepPeriod = std::chrono::minutes(10);
+constexpr auto kFileSweepMinAge = std::chrono::hours(1);
+
+// A private directory for the shipped files of a coordinator without a
+// state directory.
+std::string MakeTemporaryDir() {
+  const char* tmp = getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                     "/trainctl-files-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    TLOG_ERROR << "cannot create a directory for shipped files in " << pattern;
+  }
+  return pattern;
+}
 
 // The host part of "HOST:PORT" / "[V6]:PORT", for the server certificate.
 std::string ListenHost(const std::string& listen) {
@@ -171,14 +188,18 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
             return store->ReadEvents(job_id, from_seq, max_events);
           },
           options_.event_tail_bytes),
+      temporary_files_dir_(options_.state_dir.empty() ? MakeTemporaryDir() : ""),
+      files_(options_.state_dir.empty() ? temporary_files_dir_
+                                        : options_.state_dir + "/files",
+             options_.max_file_bytes),
       rendezvous_journal_(*store_),
       rendezvous_(&rendezvous_journal_),
       jobs_(clock_, events_, rendezvous_, *store_, options_.lease_ms,
             options_.heartbeat_interval_ms),
-      jobs_service_(jobs_, events_, stopping_, *security_.auth,
+      jobs_service_(jobs_, events_, files_, stopping_, *security_.auth,
                     options_.torchscript, build_),
       workers_service_(jobs_, *security_.auth, security_.ca),
-      rendezvous_service_(rendezvous_, *security_.auth),
+      rendezvous_service_(rendezvous_, jobs_, files_, *security_.auth),
       http_routes_(jobs_, events_, rpc_stats_, clock_, stopping_,
                    security_.auth->HttpBearerCheck(), build_),
       http_server_(
@@ -187,7 +208,13 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
           },
           HttpOptions(security_)) {}
 
-CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown();
+  if (!temporary_files_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temporary_files_dir_, ec);
+  }
+}
 
 void CoordinatorServer::StoreRendezvousJournal::Erase(const std::string& job_id,
                                                       int generation,
@@ -373,13 +400,32 @@ void CoordinatorServer::Shutdown() {
 void CoordinatorServer::LeaseLoop() {
   const auto period = std::chrono::milliseconds(
       std::max<int64_t>(50, options_.lease_ms / 4));
+  auto next_sweep = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(lease_mu_);
   while (!stopping_.load()) {
     lease_cv_.wait_for(lock, period, [this] { return stopping_.load(); });
     if (stopping_.load()) break;
     lock.unlock();
     jobs_.CheckLeases();
+    if (std::chrono::steady_clock::now() >= next_sweep) {
+      SweepFiles();
+      next_sweep = std::chrono::steady_clock::now() + kFileSweepPeriod;
+    }
     lock.lock();
+  }
+}
+
+void CoordinatorServer::SweepFiles() {
+  std::set<std::string> referenced;
+  for (const v1::Job& job : jobs_.List({})) {
+    for (const v1::ShippedFile& file : job.spec().shipped_files()) {
+      referenced.insert(file.sha256());
+    }
+  }
+  const int removed = files_.Sweep(referenced, kFileSweepMinAge);
+  if (removed > 0) {
+    TLOG_INFO << "deleted " << removed << " shipped file"
+              << (removed == 1 ? "" : "s") << " no kept job names";
   }
 }
 

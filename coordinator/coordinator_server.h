@@ -59,6 +59,10 @@ struct CoordinatorOptions {
   // Priority classes, quotas and fair share (docs/scheduling.md); empty:
   // one class, no quotas. Read at Start and by ReloadScheduling.
   std::string scheduling_file;
+  // Files jobs ship from their submitters' machines: at most this large
+  // each, kept in <state_dir>/files (a temporary directory without one)
+  // while a job names them.
+  int64_t max_file_bytes = int64_t{1} << 30;
 };
 
 // How the coordinator's ports authenticate: the Authenticator, the CA that
@@ -122,6 +126,8 @@ class CoordinatorServer {
 
  private:
   void LeaseLoop();
+  // Deletes shipped files no kept job names (FileStore::Sweep).
+  void SweepFiles();
   // After Recover: each RUNNING job's current generation gets back the
   // rendezvous keys the store kept; every other kept key is forgotten.
   absl::Status RestoreRendezvous();
@@ -149,6 +155,10 @@ class CoordinatorServer {
   std::unique_ptr<JobStore> store_;
   Security security_;
   EventHub events_;
+  // Without a state directory: a temporary one for the shipped files,
+  // removed with the server.
+  std::string temporary_files_dir_;
+  FileStore files_;
   StoreRendezvousJournal rendezvous_journal_;
   Rendezvous rendezvous_;
   JobManager jobs_;

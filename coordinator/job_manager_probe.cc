@@ -2,9 +2,11 @@
 // worker, which opens the spec's files where they live and as the ranks'
 // user; the coordinator never opens a user-named file (security review H2).
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "coordinator/dry_run_data.h"
@@ -37,10 +39,20 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRunOnWorker(
   std::shared_ptr<AgentLink> link;
   std::future<v1::ProbeDataResult> answer;
   v1::ProbeDataResult result;
+  const auto& shipped = dry->job().spec().shipped_files();
+  const bool data_shipped =
+      std::any_of(shipped.begin(), shipped.end(), [](const v1::ShippedFile& f) {
+        return absl::StartsWith(f.field(), "data.");
+      });
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::vector<WorkerSlots> workers = registry_.FreeSlots();
-    if (workers.empty()) {
+    if (data_shipped) {
+      // A worker gets them only as a rank of the job (Rendezvous.FetchFile).
+      result = ProbeError(
+          "the data files are shipped with the job (relative paths): the ranks "
+          "count their samples when they start");
+    } else if (workers.empty()) {
       result = ProbeError("no worker is connected to check the data");
     } else if (probes_.size() >= kMaxPendingProbes) {
       result = ProbeError(absl::StrCat(

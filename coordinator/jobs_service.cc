@@ -83,6 +83,10 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
       !allowed.ok()) {
     return ToGrpcStatus(allowed);
   }
+  if (absl::Status files = CheckShippedFiles(files_, *caller, req->spec_text());
+      !files.ok()) {
+    return ToGrpcStatus(files);
+  }
   if (!req->resume_from().empty()) {
     // Resuming reads another job's checkpoint: only where it may be read.
     const std::string& from = req->resume_from();

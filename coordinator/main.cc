@@ -203,6 +203,13 @@ int main(int argc, char** argv) {
                  "days a finished job is kept (0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  int64_t max_file_mb = options.max_file_bytes >> 20;
+  app.add_option("--max-file-mb", max_file_mb,
+                 "largest file a job may ship from its submitter's machine "
+                 "(a relative path in its spec), kept in --state-dir/files "
+                 "while a job names it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--scheduling", options.scheduling_file,
                  "YAML file of priority classes, per-user and per-group "
                  "quotas and the fair-share half-life (docs/scheduling.md); "
@@ -248,6 +255,7 @@ int main(int argc, char** argv) {
   check->add_option("file", check_file, "the YAML file")->required();
   app.require_subcommand(0, 1);
   CLI11_PARSE(app, argc, argv);
+  options.max_file_bytes = max_file_mb << 20;
   options.torchscript = torchscript_policies.at(torchscript);
   if (check->parsed()) return RunCheckScheduling(check_file);
   if (init->parsed() || add_user->parsed() || forget->parsed()) {

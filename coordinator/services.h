@@ -14,6 +14,7 @@
 #include "coordinator/auth/authenticator.h"
 #include "coordinator/auth/worker_enrollment.h"
 #include "coordinator/event_hub.h"
+#include "coordinator/file_store.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/rendezvous.h"
 #include "coordinator/server_build.h"
@@ -32,16 +33,23 @@ absl::Status CheckModelAllowed(TorchScriptPolicy policy,
                                const auth::Caller& caller,
                                const std::string& spec_text);
 
+// OK when every relative file path of the spec is shipped and `caller`
+// uploaded each shipped file (FileStore::CheckJobFiles); an invalid spec is
+// left to JobManager to explain.
+absl::Status CheckShippedFiles(const FileStore& files, const auth::Caller& caller,
+                               const std::string& spec_text);
+
 
 class JobsService final : public v1::Jobs::Service {
  public:
-  JobsService(JobManager& jobs, EventHub& events,
+  JobsService(JobManager& jobs, EventHub& events, FileStore& files,
               const std::atomic<bool>& stopping,
               const auth::Authenticator& auth,
               TorchScriptPolicy torchscript = TorchScriptPolicy::kAllow,
               ServerBuild build = {})
       : jobs_(jobs),
         events_(events),
+        files_(files),
         stopping_(stopping),
         auth_(auth),
         torchscript_(torchscript),
@@ -49,6 +57,9 @@ class JobsService final : public v1::Jobs::Service {
 
   grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
                          v1::SubmitJobResponse* resp) override;
+  grpc::Status PutFile(grpc::ServerContext* ctx,
+                       grpc::ServerReader<v1::PutFileRequest>* reader,
+                       v1::PutFileResponse* resp) override;
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
                       v1::Job* resp) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
@@ -91,6 +102,7 @@ class JobsService final : public v1::Jobs::Service {
                                  const char* action) const;
   JobManager& jobs_;
   EventHub& events_;
+  FileStore& files_;
   const std::atomic<bool>& stopping_;
   const auth::Authenticator& auth_;
   const TorchScriptPolicy torchscript_;
@@ -136,8 +148,9 @@ class WorkersService final
 
 class RendezvousService final : public v1::Rendezvous::Service {
  public:
-  RendezvousService(Rendezvous& store, const auth::Authenticator& auth)
-      : store_(store), auth_(auth) {}
+  RendezvousService(Rendezvous& store, const JobManager& jobs,
+                    const FileStore& files, const auth::Authenticator& auth)
+      : store_(store), jobs_(jobs), files_(files), auth_(auth) {}
 
   grpc::Status Set(grpc::ServerContext*, const v1::SetRequest* req,
                    v1::SetResponse*) override;
@@ -156,12 +169,17 @@ class RendezvousService final : public v1::Rendezvous::Service {
                       v1::DeleteResponse* resp) override;
   grpc::Status NumKeys(grpc::ServerContext*, const v1::NumKeysRequest* req,
                        v1::NumKeysResponse* resp) override;
+  // Only a file the job's spec ships, to a rank of its current generation.
+  grpc::Status FetchFile(grpc::ServerContext* ctx, const v1::FetchFileRequest* req,
+                         grpc::ServerWriter<v1::FileChunk>* writer) override;
 
  private:
   // OK when the call carries the key of `scope`'s generation.
   grpc::Status Admit(const grpc::ServerContext& ctx, const v1::Scope& scope) const;
 
   Rendezvous& store_;
+  const JobManager& jobs_;
+  const FileStore& files_;
   const auth::Authenticator& auth_;
 };
 

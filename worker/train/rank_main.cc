@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/frame_io.h"
 #include "common/pki.h"
 #include "common/rank_exit.h"
@@ -27,6 +28,7 @@
 #include "worker/train/collective_group.h"
 #include "worker/train/device.h"
 #include "worker/support/heap_reuse.h"
+#include "worker/support/shipped_file_fetch.h"
 #include "worker/train/rendezvous_store.h"
 #include "worker/train/trainer.h"
 
@@ -108,11 +110,11 @@ class ProgressReporter {
   std::thread thread_;
 };
 
-GroupPtr JoinGroup(
-    const RankArgs& args, const v1::RankLaunch& launch,
-    const torch::Device& device) {
-  // TLS verified against the cluster CA the agent passed on; the rank has
-  // no certificate of its own, its generation's key admits it.
+// The rank's channel to the coordinator, for rendezvous and shipped files.
+// TLS verified against the cluster CA the agent passed on; the rank has no
+// certificate of its own, its generation's key admits it.
+std::shared_ptr<grpc::Channel> CoordinatorChannel(const RankArgs& args,
+                                                  const v1::RankLaunch& launch) {
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (!launch.ca_pem().empty()) {
@@ -120,15 +122,20 @@ GroupPtr JoinGroup(
     tls.pem_root_certs = launch.ca_pem();
     credentials = grpc::SslCredentials(tls);
   }
-  // Rendezvous values are at most 1 MiB (the coordinator's limit).
+  // Rendezvous values are at most 1 MiB (the coordinator's limit), and so
+  // are the pieces of a shipped file.
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(4 << 20);
   // A rendezvous call repeats across a coordinator restart: reconnect
   // within a second of it being back, as the agent does.
   channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 800);
-  auto channel =
-      grpc::CreateCustomChannel(args.coordinator, credentials, channel_args);
+  return grpc::CreateCustomChannel(args.coordinator, credentials, channel_args);
+}
+
+GroupPtr JoinGroup(
+    const RankArgs& args, const v1::RankLaunch& launch,
+    const std::shared_ptr<grpc::Channel>& channel, const torch::Device& device) {
   auto store = c10::make_intrusive<RendezvousStore>(
       v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
       launch.rendezvous_key(),
@@ -172,7 +179,7 @@ int RunRank(const v1::RankLaunch& launch) {
   if (!launch.collective_host().empty()) {
     args.collective_host = launch.collective_host();
   }
-  const v1::JobSpec& spec = launch.spec();
+  v1::JobSpec spec = launch.spec();  // shipped files' fields change below
   args.threads = std::max(1, launch.threads());
   at::set_num_threads(args.threads);
   const v1::FaultToleranceSpec& ft = spec.fault_tolerance();
@@ -211,6 +218,23 @@ int RunRank(const v1::RankLaunch& launch) {
   LoopPosition progress;
   ctx.progress = &progress;
   ProgressReporter progress_reporter(reporter, args, progress);
+  // Files shipped from the submitter's machine first: the model and data
+  // below are read from the node's copies.
+  const std::shared_ptr<grpc::Channel> channel = CoordinatorChannel(args, launch);
+  if (!spec.shipped_files().empty()) {
+    ShippedFileSource source;
+    source.stub = v1::Rendezvous::NewStub(channel);
+    source.scope.set_job_id(args.job_id);
+    source.scope.set_generation(args.generation);
+    source.rendezvous_key = launch.rendezvous_key();
+    const char* cache = getenv("TRAINCTL_DATA_CACHE_DIR");
+    source.cache_dir = absl::StrCat(cache != nullptr && *cache != '\0' ? cache : "/tmp",
+                                    "/shipped");
+    if (absl::Status fetched = FetchShippedFiles(&spec, source); !fetched.ok()) {
+      std::cerr << fetched.message() << std::endl;
+      return RankExitCode(fetched);
+    }
+  }
   // Read the data while the process group forms: both take a while.
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) {
@@ -253,7 +277,7 @@ int RunRank(const v1::RankLaunch& launch) {
     if (ctx.faults.Fires("slow_join", args.rank, args.generation, 0)) {
       std::this_thread::sleep_for(std::chrono::seconds(8));
     }
-    if (args.world_size > 1) ctx.group = JoinGroup(args, launch, ctx.device);
+    if (args.world_size > 1) ctx.group = JoinGroup(args, launch, channel, ctx.device);
     ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {
     std::cerr << "rank " << args.rank << ": could not join the process group: "
