@@ -1,16 +1,57 @@
 #include "worker/train/optim/blockwise_quant.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace trainctl::train {
 namespace {
 
-constexpr int64_t kMask32 = 0xFFFFFFFF;
-constexpr int64_t kGolden32 = 0x9E3779B1;  // 2^32 / phi, odd
-constexpr int64_t kHashMul = 0x45D9F3B;
+constexpr int kExponents = 7;  // decades 10^0 .. 10^-6
 
-// Pads the flat tensor `x` with zeros to a multiple of `block_size` and views
-// it as [blocks, block_size].
+// The codebook from its bit layout: for each decade, the midpoints of the
+// 2^fraction_bits bins of [0.1, 1], scaled by the decade.
+std::array<float, 256> BuildMap(bool is_signed) {
+  std::vector<double> values = {0.0, 1.0};
+  for (int e = 0; e < kExponents; ++e) {
+    // Leading zeros e, then the indicator bit: what is left is fraction.
+    // Without a sign bit, a code has one more bit for the fraction.
+    const int fraction_bits = (kExponents - 1 - e) + (is_signed ? 0 : 1);
+    const int bins = 1 << fraction_bits;
+    const double decade = std::pow(10.0, -e);
+    for (int k = 0; k < bins; ++k) {
+      const double lo = 0.1 + 0.9 * k / bins;
+      const double hi = 0.1 + 0.9 * (k + 1) / bins;
+      values.push_back(decade * (lo + hi) / 2);
+      if (is_signed) values.push_back(-decade * (lo + hi) / 2);
+    }
+  }
+  TORCH_CHECK(values.size() == 256, "dynamic map has ", values.size(), " values");
+  std::sort(values.begin(), values.end());
+  std::array<float, 256> map{};
+  for (size_t i = 0; i < 256; ++i) map[i] = static_cast<float>(values[i]);
+  return map;
+}
+
+// Halfway points between neighbouring codebook values: the nearest code of
+// y is how many of them lie below it.
+std::array<float, 255> Midpoints(const std::array<float, 256>& map) {
+  std::array<float, 255> mid{};
+  for (size_t i = 0; i < 255; ++i) mid[i] = (map[i] + map[i + 1]) / 2;
+  return mid;
+}
+
+struct Codebook {
+  std::array<float, 256> map;
+  std::array<float, 255> mid;
+};
+
+const Codebook& Book(bool is_signed) {
+  static const Codebook kSigned{BuildMap(true), Midpoints(BuildMap(true))};
+  static const Codebook kUnsigned{BuildMap(false), Midpoints(BuildMap(false))};
+  return is_signed ? kSigned : kUnsigned;
+}
+
 torch::Tensor AsBlocks(const torch::Tensor& flat, int64_t block_size) {
   const int64_t n = flat.numel();
   const int64_t blocks = (n + block_size - 1) / block_size;
@@ -19,83 +60,59 @@ torch::Tensor AsBlocks(const torch::Tensor& flat, int64_t block_size) {
   return padded.view({blocks, block_size});
 }
 
-// splitmix64 finalizer: spreads nearby seeds (step, index) over 32 bits.
-int64_t MixSeed(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<int64_t>(z & 0xFFFFFFFFULL);
-}
-
 }  // namespace
 
-torch::Tensor HashUniform(int64_t n, uint64_t seed, const torch::Device& device) {
-  // 32-bit integer hash evaluated with int64 tensor ops; every product stays
-  // below 2^63, so nothing overflows.
-  torch::Tensor h =
-      torch::arange(n, torch::TensorOptions().dtype(torch::kInt64).device(device));
-  h = (h * kGolden32 + MixSeed(seed)).bitwise_and_(kMask32);
-  for (int round = 0; round < 2; ++round) {
-    h = h.bitwise_xor(h.bitwise_right_shift(16));
-    h = (h * kHashMul).bitwise_and_(kMask32);
-  }
-  h = h.bitwise_xor(h.bitwise_right_shift(16));
-  // The top 24 bits convert to float exactly.
-  return h.bitwise_right_shift(8).to(torch::kFloat32).mul_(1.0 / 16777216.0);
+const std::array<float, 256>& DynamicMap(bool is_signed) { return Book(is_signed).map; }
+
+uint8_t NearestCode(float y, bool is_signed) {
+  const std::array<float, 255>& mid = Book(is_signed).mid;
+  return static_cast<uint8_t>(std::upper_bound(mid.begin(), mid.end(), y) - mid.begin());
 }
 
 QuantizedState QuantizeBlockwise(const torch::Tensor& x, int64_t block_size,
-                                 bool is_signed, uint64_t seed) {
+                                 bool is_signed) {
   TORCH_CHECK(block_size > 0, "block_size must be > 0");
   const int64_t n = x.numel();
-  torch::Tensor blocks =
-      AsBlocks(x.reshape(-1).to(torch::kFloat32), block_size);
+  torch::Tensor blocks = AsBlocks(x.reshape(-1).to(torch::kFloat32), block_size);
   QuantizedState q;
-  q.scales = blocks.abs().amax(1);
-  torch::Tensor safe =
-      torch::where(q.scales > 0, q.scales, torch::ones_like(q.scales));
-  torch::Tensor y = blocks / safe.unsqueeze(1);
-  torch::Tensor u =
-      HashUniform(blocks.numel(), seed, x.device()).view(blocks.sizes());
-
-  torch::Tensor codes;
-  if (is_signed) {
-    torch::Tensor a = y.abs().clamp_max_(1.0);
-    torch::Tensor lo = (a.sqrt() * 127.0).floor_().clamp_(0, 126);
-    torch::Tensor lv = (lo / 127.0).square();
-    torch::Tensor hv = ((lo + 1.0) / 127.0).square();
-    torch::Tensor up = u < (a - lv) / (hv - lv);
-    codes = ((lo + up.to(torch::kFloat32)) * y.sign()).to(torch::kInt8);
-  } else {
-    y.clamp_(0.0, 1.0);
-    const double step = kLogRange / 254.0;  // log2 ratio between levels
-    // log2(0) = -inf clamps to level 1 here and becomes code 0 below.
-    torch::Tensor lo = (y.log2() / step + 255.0).floor_().clamp_(1, 254);
-    torch::Tensor lv = torch::exp2((lo - 255.0) * step);
-    torch::Tensor hv = torch::exp2((lo - 254.0) * step);
-    torch::Tensor up = u < (y - lv) / (hv - lv);
-    torch::Tensor k = lo + up.to(torch::kFloat32);
-    codes = torch::where(y > 0, k, torch::zeros_like(k)).to(torch::kUInt8);
-  }
-  // Drop the padding so a small tensor does not pay for a whole block.
-  q.codes = codes.view(-1).narrow(0, 0, n).clone();
+  q.absmax = blocks.abs().amax(1);
+  torch::Tensor safe = torch::where(q.absmax > 0, q.absmax, torch::ones_like(q.absmax));
+  torch::Tensor y = (blocks / safe.unsqueeze(1)).view(-1).narrow(0, 0, n);
+  const std::array<float, 255>& mid = Book(is_signed).mid;
+  torch::Tensor boundaries =
+      torch::from_blob(const_cast<float*>(mid.data()), {255}, torch::kFloat32)
+          .to(x.device());
+  // right=true: a value on a midpoint goes up, as upper_bound does.
+  q.codes = torch::bucketize(y, boundaries, /*out_int32=*/true, /*right=*/true)
+                .to(torch::kUInt8);
   return q;
 }
 
 torch::Tensor DequantizeBlockwise(const QuantizedState& q, int64_t block_size,
                                   bool is_signed) {
   const int64_t n = q.codes.numel();
-  torch::Tensor c = q.codes.to(torch::kFloat32);
+  const std::array<float, 256>& map = Book(is_signed).map;
+  torch::Tensor table =
+      torch::from_blob(const_cast<float*>(map.data()), {256}, torch::kFloat32)
+          .to(q.codes.device());
+  torch::Tensor values = table.index_select(0, q.codes.reshape(-1).to(torch::kInt32));
+  torch::Tensor blocks = AsBlocks(values, block_size) * q.absmax.unsqueeze(1);
+  return blocks.view(-1).narrow(0, 0, n);
+}
+
+torch::Tensor DequantizeLegacyBlockwise(const torch::Tensor& codes,
+                                        const torch::Tensor& scales,
+                                        int64_t block_size, bool is_signed) {
+  const int64_t n = codes.numel();
+  torch::Tensor c = codes.reshape(-1).to(torch::kFloat32);
   torch::Tensor values;
   if (is_signed) {
     values = c * c.abs() * (1.0 / (127.0 * 127.0));
   } else {
-    const double step = kLogRange / 254.0;
-    values = torch::where(c > 0, torch::exp2((c - 255.0) * step),
-                          torch::zeros_like(c));
+    const double step = 32.0 / 254.0;
+    values = torch::where(c > 0, torch::exp2((c - 255.0) * step), torch::zeros_like(c));
   }
-  torch::Tensor blocks = AsBlocks(values, block_size) * q.scales.unsqueeze(1);
+  torch::Tensor blocks = AsBlocks(values, block_size) * scales.to(torch::kFloat32).unsqueeze(1);
   return blocks.view(-1).narrow(0, 0, n);
 }
 

@@ -2,53 +2,55 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdint>
 
 namespace trainctl::train {
 
-// Block-wise 8-bit quantization of optimizer state (Dettmers et al. 2021,
-// "8-bit Optimizers via Block-wise Quantization"): a flat tensor is cut into
-// blocks of `block_size` elements, each stored as 8-bit codes plus one fp32
-// scale (the block's absmax), so one outlier only costs precision inside its
-// own block.
+// Block-wise dynamic quantization of optimizer state, as published by
+// Dettmers, Lewis, Shleifer and Zettlemoyer, "8-bit Optimizers via
+// Block-wise Quantization" (ICLR 2022), and as bitsandbytes implements it.
 //
-// Two maps, chosen so that small entries keep their meaning:
-//   * Signed (first moment m): code c in [-127, 127] stands for
-//       sign(c) * (c / 127)^2 * scale.
-//     Quadratic spacing resolves values down to scale / 16129 while keeping
-//     ~1.6% steps near the block maximum.
-//   * Unsigned (second moment v >= 0): code 0 is exactly 0; code k in [1, 255]
-//     stands for scale * 2^(-(255 - k) * kLogRange / 254), a log map with a
-//     constant ~9% ratio between levels over 2^-32 of dynamic range. A nonzero
-//     v never maps to 0 (it is clamped up to the smallest level): a v that
-//     collapsed to 0 would turn the Adam denominator into eps and blow up the
-//     update, whereas a slightly too large v only shrinks the step.
+// A flat tensor is cut into blocks of `block_size` elements. Each block
+// keeps its absolute maximum (fp32) and one byte per element: the index of
+// the nearest value of a 256-entry codebook to element / absmax.
 //
-// Rounding is stochastic between the two neighbouring levels, with the
-// probability chosen so the dequantized value is unbiased. Adam changes v by
-// about (1 - beta2) = 0.1% per step, far below one level, so round-to-nearest
-// would freeze the state; unbiased rounding lets it drift as it should. The
-// random numbers come from a counter-based hash of (seed, element index), so
-// steps are reproducible, need no generator state, and do not disturb the
-// global torch RNG that models and data loaders use.
+// The codebook is *dynamic tree quantization*: reading a code's bits after
+// the sign, a run of E zeros, then an indicator 1, then the remaining F bits
+// as a linear fraction, stands for 10^-E times one of 2^F evenly spaced
+// values in [0.1, 1] (the midpoints of 2^F bins). Small magnitudes get few
+// fraction bits and large ones many, so the map covers seven decades with a
+// relative error that stays bounded, unlike a linear map. Exponents run
+// from 0 to -6; 0 and 1 are in the map exactly.
+//   * Signed map (first moment m): a sign bit, then 7 bits as above:
+//     2^0 + ... + 2^6 = 127 magnitudes of each sign, plus 0 and 1.
+//   * Unsigned map (second moment v >= 0): no sign, so each decade gets one
+//     more fraction bit: 2^1 + ... + 2^7 = 254 values, plus 0 and 1.
+// Rounding is to the nearest codebook value, as in the paper.
 struct QuantizedState {
-  torch::Tensor codes;   // int8 (signed map) or uint8 (unsigned map), numel
-  torch::Tensor scales;  // fp32, one per block
+  torch::Tensor codes;   // uint8 codebook indices, numel
+  torch::Tensor absmax;  // fp32, one per block
 };
 
-inline constexpr double kLogRange = 32.0;
+// The 256 codebook values, ascending.
+const std::array<float, 256>& DynamicMap(bool is_signed);
 
-// Quantizes `x` (any shape; read as flat) with the signed or unsigned map.
-// `seed` selects the rounding noise; use a different one per call.
+// The index of the codebook value nearest to `y` (|y| <= 1 expected).
+uint8_t NearestCode(float y, bool is_signed);
+
+// Quantizes `x` (any shape, read flat) block by block.
 QuantizedState QuantizeBlockwise(const torch::Tensor& x, int64_t block_size,
-                                 bool is_signed, uint64_t seed);
+                                 bool is_signed);
 
-// The fp32 tensor of `numel` elements that `q` encodes (flat).
+// The fp32 tensor of codes.numel() elements that `q` encodes (flat).
 torch::Tensor DequantizeBlockwise(const QuantizedState& q, int64_t block_size,
                                   bool is_signed);
 
-// Uniform [0, 1) floats, one per element index in [0, n), from a hash of
-// (seed, index); same values on every device.
-torch::Tensor HashUniform(int64_t n, uint64_t seed, const torch::Device& device);
+// The moments that trainctl before the published maps kept (a quadratic
+// signed map in int8 codes and a log map in uint8, with "scales"), decoded
+// so that a checkpoint written then resumes.
+torch::Tensor DequantizeLegacyBlockwise(const torch::Tensor& codes,
+                                        const torch::Tensor& scales,
+                                        int64_t block_size, bool is_signed);
 
 }  // namespace trainctl::train

@@ -83,6 +83,13 @@ const Fields<AdafactorParamState>& AdafactorFields() {
 const Fields<Adam8bitParamState>& Adam8bitFields() {
   using S = Adam8bitParamState;
   static const Fields<S> f = {
+      {"exp_avg_code", &S::exp_avg_code, &S::exp_avg_code},
+      {"exp_avg_absmax", &S::exp_avg_absmax, &S::exp_avg_absmax},
+      {"exp_avg_sq_code", &S::exp_avg_sq_code, &S::exp_avg_sq_code},
+      {"exp_avg_sq_absmax", &S::exp_avg_sq_absmax, &S::exp_avg_sq_absmax},
+      {"exp_avg", &S::exp_avg, &S::exp_avg},
+      {"exp_avg_sq", &S::exp_avg_sq, &S::exp_avg_sq},
+      // Before the published maps: read, then converted at the first step.
       {"exp_avg_codes", &S::exp_avg_codes, &S::exp_avg_codes},
       {"exp_avg_scales", &S::exp_avg_scales, &S::exp_avg_scales},
       {"exp_avg_sq_codes", &S::exp_avg_sq_codes, &S::exp_avg_sq_codes},
