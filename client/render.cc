@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/format.h"
+#include "common/memory_plan.h"
 #include "common/proto_json.h"
 #include "client/live_view.h"
 
@@ -231,6 +232,28 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
   return out;
 }
 
+std::string RenderMemoryPlan(const v1::MemoryPlan& m, const v1::JobSpec& spec) {
+  if (m.parameters() == 0) {
+    return absl::StrCat("not planned: ", m.note().empty() ? "unknown model size" : m.note());
+  }
+  const bool checkpointing = spec.training().gradient_checkpointing();
+  const int64_t other = checkpointing ? m.activation_bytes_plain()
+                                      : m.activation_bytes_checkpointed();
+  std::string activations = absl::StrCat(FormatBytes(m.activation_bytes()), " (estimate");
+  if (other != m.activation_bytes()) {
+    absl::StrAppend(&activations, "; ", FormatBytes(other),
+                    checkpointing ? " without" : " with", " gradient_checkpointing");
+  }
+  activations += ")";
+  const double millions = static_cast<double>(m.parameters()) / 1e6;
+  return absl::StrCat(FormatBytes(m.total_bytes()), " = parameters ",
+                      FormatBytes(m.parameter_bytes()), " (",
+                      absl::StrFormat(millions >= 10 ? "%.0f" : "%.2f", millions),
+                      " M) + gradients ", FormatBytes(m.gradient_bytes()), " + ",
+                      spec.optimizer().type(), " state ", FormatBytes(m.optimizer_bytes()),
+                      " + activations ", activations);
+}
+
 std::string RenderDryRunPlan(const v1::SubmitJobResponse& response) {
   const v1::DryRunPlan& plan = response.plan();
   std::string out;
@@ -262,6 +285,8 @@ std::string RenderDryRunPlan(const v1::SubmitJobResponse& response) {
                               plan.per_rank_batch(), " per rank per micro-step); ",
                               plan.data_note()));
   }
+  out += Field("Memory/rank", RenderMemoryPlan(plan.memory(), response.job().spec()));
+  if (!plan.memory().warning().empty()) out += Field("Warning", plan.memory().warning());
   const v1::Job& job = response.job();
   // "total steps: N" is what scripts grep; keep its spelling.
   if (job.total_steps() > 0) {

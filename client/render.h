@@ -42,6 +42,9 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx);
 // `submit --dry-run`: what the coordinator would do (placement or why it
 // would wait, slots needed vs free, the shard plan, total steps).
 std::string RenderDryRunPlan(const v1::SubmitJobResponse& response);
+// "1.1 GiB = parameters 210 MiB (55 M) + gradients ... + activations ...":
+// one rank's memory plan, or why there is none.
+std::string RenderMemoryPlan(const v1::MemoryPlan& plan, const v1::JobSpec& spec);
 // `workers`: NAME ADDRESS SLOTS DEVICES LAST HEARTBEAT RUNNING, RUNNING as
 // job:ranks ("job-3:0,1").
 std::string RenderWorkerTable(const v1::ListWorkersResponse& response,

@@ -177,6 +177,11 @@ class JobManager {
   void CheckLeases();
 
  private:
+  // The dry run's memory plan: the least memory a rank may get among the
+  // registered workers (a GPU's for GPU jobs, else a slot's share of its
+  // node), and the warning when the plan is over it.
+  void SetAvailableMemoryLocked(bool gpu, v1::MemoryPlan* memory) const;
+
   struct Outgoing {
     std::shared_ptr<AgentLink> link;
     v1::CoordinatorMessage message;

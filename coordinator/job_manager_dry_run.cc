@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_plan.h"
 #include "common/shard_plan.h"
 #include "common/spec.h"
 #include "coordinator/dry_run_data.h"
@@ -53,8 +54,42 @@ void ApplyDataProbeResult(const v1::ProbeDataResult& result,
                              plan.steps_per_epoch() * plan.samples_per_step());
   plan.clear_data_note();
   job.set_total_steps(TotalStepsFromSamples(job.spec(), samples));
+  // The data's sizes complete the memory plan (the spec's own win).
+  PlanData data;
+  data.input_shape.assign(result.input_shape().begin(), result.input_shape().end());
+  data.num_classes = result.num_classes();
+  v1::MemoryPlan memory = PlanRankMemory(job.spec(), data, plan.per_rank_batch());
+  memory.set_available_bytes(plan.memory().available_bytes());
+  memory.set_available_on(plan.memory().available_on());
+  WarnIfOverAvailable(&memory);
+  *plan.mutable_memory() = std::move(memory);
   // Only the reason DryRun set; anything else stays.
   if (job.reason().rfind(kStepsUnknown, 0) == 0) job.clear_reason();
+}
+
+void JobManager::SetAvailableMemoryLocked(bool gpu, v1::MemoryPlan* memory) const {
+  for (const WorkerSlots& w : registry_.FreeSlots()) {
+    const WorkerRegistry::Worker* worker = registry_.Find(w.name);
+    if (worker == nullptr) continue;
+    const v1::RegisterRequest& info = worker->info;
+    int64_t available = 0;
+    std::string where;
+    if (gpu) {
+      if (info.gpu_slots() == 0 || info.gpu_memory_bytes() <= 0) continue;
+      available = info.gpu_memory_bytes();
+      where = absl::StrCat("the smallest GPU of ", w.name);
+    } else {
+      if (info.memory_bytes() <= 0 || info.slots() <= 0) continue;
+      available = info.memory_bytes() / info.slots();
+      where = absl::StrCat("a slot of ", w.name, " (", FormatBytes(info.memory_bytes()),
+                           " over ", info.slots(), " slot", info.slots() == 1 ? "" : "s", ")");
+    }
+    if (memory->available_bytes() == 0 || available < memory->available_bytes()) {
+      memory->set_available_bytes(available);
+      memory->set_available_on(where);
+    }
+  }
+  WarnIfOverAvailable(memory);
 }
 
 absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
@@ -85,6 +120,7 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     plan.set_per_rank_batch(t.batch_size() / job.spec().ranks());
   }
   plan.set_data_note(kDataNotCountedYet);
+  *plan.mutable_memory() = PlanRankMemory(job.spec(), PlanData{}, plan.per_rank_batch());
 
   std::lock_guard<std::mutex> lock(mu_);
   const std::vector<WorkerSlots> slots = registry_.FreeSlots();
@@ -93,6 +129,7 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     plan.set_slots_total(plan.slots_total() + w.total_slots);
     plan.set_slots_free(plan.slots_free() + w.free_slots);
   }
+  SetAvailableMemoryLocked(job.spec().training().device() == "cuda", plan.mutable_memory());
   // The real scheduler over the real queue with this job at its end: the
   // same answer a submission would get now.
   std::vector<PendingJob> fifo;

@@ -22,6 +22,7 @@
 #include "common/stop_signals.h"
 #include "worker/agent/collective_host.h"
 #include "worker/agent/gpu_slots.h"
+#include "worker/agent/node_memory.h"
 #include "worker/agent/process_hardening.h"
 #include "worker/agent/rank_process.h"
 #include "worker/agent/state_dir_lock.h"
@@ -173,6 +174,8 @@ int RunWorker(WorkerFlags flags) {
       agent::ParseGpus(flags.gpus, getenv("CUDA_VISIBLE_DEVICES"), "/dev");
   if (!gpus.ok()) return Refuse(gpus.status(), 2);
   options.gpus = *std::move(gpus);
+  options.memory_bytes = agent::NodeMemoryBytes();
+  options.gpu_memory_bytes = agent::NodeGpuMemoryBytes(options.gpus);
   if (static_cast<int>(options.gpus.size()) > options.slots) {
     TLOG_WARNING << options.gpus.size() << " GPUs but " << options.slots
                  << " slots: GPUs beyond the first " << options.slots

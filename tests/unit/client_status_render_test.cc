@@ -139,7 +139,29 @@ TEST(DryRunRenderTest, WhereItWouldRunOrWhyItWouldWaitAndTheShardPlan) {
             "workers)\n"
             "Shard plan:  60000 samples per epoch in 468 steps of 128 (64 per "
             "rank per micro-step); 96 dropped per epoch\n"
+            "Memory/rank: not planned: unknown model size\n"
             "total steps: 936\n");
+
+  // The memory plan, with the other checkpointing setting beside the
+  // estimate, and its warning.
+  v1::MemoryPlan* memory = plan->mutable_memory();
+  memory->set_parameters(269322);
+  memory->set_parameter_bytes(4 * 269322);
+  memory->set_gradient_bytes(4 * 269322);
+  memory->set_optimizer_bytes(8 * 269322);
+  memory->set_activation_bytes_plain(int64_t{3} << 20);
+  memory->set_activation_bytes_checkpointed(int64_t{1} << 20);
+  memory->set_activation_bytes(int64_t{3} << 20);
+  memory->set_total_bytes(16 * 269322 + (int64_t{3} << 20));
+  memory->set_warning("one rank needs about 7.1 MiB, more than the 4 MiB of a slot of w1");
+  response.mutable_job()->mutable_spec()->mutable_optimizer()->set_type("adamw");
+  EXPECT_THAT(RenderDryRunPlan(response),
+              HasSubstr("Memory/rank: 7.1 MiB = parameters 1.0 MiB (0.27 M) + gradients "
+                        "1.0 MiB + adamw state 2.1 MiB + activations 3 MiB (estimate; "
+                        "1 MiB with gradient_checkpointing)\n"
+                        "Warning:     one rank needs about 7.1 MiB, more than the 4 MiB "
+                        "of a slot of w1\n"));
+  plan->clear_memory();
 
   plan->clear_placement();
   plan->set_waiting("waits behind job-3");
@@ -152,6 +174,7 @@ TEST(DryRunRenderTest, WhereItWouldRunOrWhyItWouldWaitAndTheShardPlan) {
             "Would wait:  waits behind job-3 (1 job queued ahead)\n"
             "Shard plan:  128 samples per step (64 per rank per micro-step); "
             "training samples unknown here: data.train_path: no file\n"
+            "Memory/rank: not planned: unknown model size\n"
             "total steps unknown: no file\n");
 }
 

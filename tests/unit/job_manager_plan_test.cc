@@ -64,6 +64,45 @@ TEST_F(JobManagerTest, DryRunPlansPlacementAndShardsWithoutQueueing) {
   EXPECT_EQ(jobs_.DryRun(FashionSpec(2, 1000))->plan().slots_free(), 3);
 }
 
+// The memory plan: from the spec alone where it can, completed by the
+// worker's look at the data, and a warning when a rank would not fit in the
+// smallest slot's share of a node.
+TEST_F(JobManagerTest, DryRunPlansEachRanksMemory) {
+  auto link = std::make_shared<FakeAgentLink>();
+  v1::RegisterRequest reg;
+  reg.set_name("small");
+  reg.set_slots(2);
+  reg.set_collective_host("127.0.0.1");
+  reg.set_memory_bytes(int64_t{64} << 20);  // 32 MiB a slot
+  ASSERT_TRUE(jobs_.RegisterWorker(reg, link).ok());
+  absl::StatusOr<v1::SubmitJobResponse> dry = jobs_.DryRun(FashionSpec(2, 1000));
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  // The mlp's input size is the data's.
+  EXPECT_EQ(dry->plan().memory().parameters(), 0);
+  EXPECT_THAT(dry->plan().memory().note(), HasSubstr("the input size comes from the data"));
+  EXPECT_EQ(dry->plan().memory().available_bytes(), int64_t{32} << 20);
+  v1::ProbeDataResult counted;
+  counted.set_train_samples(1000);
+  counted.add_input_shape(28);
+  counted.add_input_shape(28);
+  counted.set_num_classes(10);
+  ApplyDataProbeResult(counted, &*dry);
+  const v1::MemoryPlan& memory = dry->plan().memory();
+  const int64_t params = (784 * 512 + 512) + (512 * 256 + 256) + (256 * 10 + 10);
+  EXPECT_EQ(memory.parameters(), params);
+  EXPECT_EQ(memory.optimizer_bytes(), 8 * params);  // adamw
+  EXPECT_EQ(memory.warning(), "");
+  EXPECT_EQ(memory.available_on(), "a slot of small (64 MiB over 2 slots)");
+  // A GPT of 12 x 768 on bytes does not fit in 32 MiB.
+  dry = jobs_.DryRun(
+      "model: {type: gpt, d_model: 768, n_layers: 12, n_heads: 12, max_seq_len: 256}\n"
+      "data: {format: text, train_path: /corpus.txt, seq_len: 256}\n");
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_GT(dry->plan().memory().parameters(), 85'000'000);
+  EXPECT_THAT(dry->plan().memory().warning(),
+              HasSubstr("more than the 32 MiB of a slot of small (64 MiB over 2 slots)"));
+}
+
 TEST_F(JobManagerTest, DryRunSaysWhyItWouldWait) {
   AddWorker("w1", 1);
   v1::Job running = *jobs_.Submit(Spec(1), false);

@@ -130,6 +130,8 @@ bool Agent::Converse(CoordinatorStream* stream) {
   reg->set_collective_host(options_.collective_host);
   const std::vector<std::string> gpus = SlotGpus(options_);
   reg->set_gpu_slots(static_cast<int>(gpus.size()));
+  reg->set_memory_bytes(options_.memory_bytes);
+  reg->set_gpu_memory_bytes(options_.gpu_memory_bytes);
   reg->add_devices("cpu");
   for (const auto& gpu : gpus) reg->add_devices(absl::StrCat("cuda:", gpu));
   reg->set_version(TRAINCTL_VERSION);

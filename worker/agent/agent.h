@@ -35,6 +35,9 @@ struct AgentOptions {
   // beyond `slots` they stay unused.
   std::vector<std::string> gpus;
   int cpus = 0;                 // cores this node gives its ranks (0 = all)
+  // Registered for the dry run's memory plan (node_memory.h); 0 = unknown.
+  int64_t memory_bytes = 0;
+  int64_t gpu_memory_bytes = 0;
   std::string collective_host;  // address ranks bind for collectives
   std::string rank_program;     // the binary that runs `rank` (this one)
   int64_t kill_grace_ms = 5'000;

@@ -4,6 +4,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/data_probe.h"
+#include "common/data_shape_probe.h"
 #include "common/utf8_sanitize.h"
 
 namespace trainctl::agent {
@@ -25,6 +26,9 @@ v1::ProbeDataResult HandleProbeData(const v1::ProbeDataRequest& request,
   }
   result.set_train_samples(counts->train_samples);
   result.set_eval_samples(counts->eval_samples);
+  const PlanData shape = ProbeSampleShape(request.data(), limits);
+  for (int64_t d : shape.input_shape) result.add_input_shape(d);
+  result.set_num_classes(shape.num_classes);
   return result;
 }
 
