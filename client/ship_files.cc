@@ -1,6 +1,7 @@
 #include "client/ship_files.h"
 
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
@@ -20,6 +21,34 @@ std::string Entry(const v1::ShippedFile& f) {
                       ", sha256: ", f.sha256(), ", size: ", f.size(), "}");
 }
 
+// The spec without its shipped_files, to read the rest when the list no
+// longer matches it; the text itself when it is not a YAML mapping.
+std::string WithoutShippedFiles(const std::string& text) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsMap() || !root["shipped_files"]) return text;
+    root.remove("shipped_files");
+    YAML::Emitter out;
+    out << root;
+    return out.c_str();
+  } catch (const YAML::Exception&) {
+    return text;
+  }
+}
+
+bool SameFiles(const google::protobuf::RepeatedPtrField<v1::ShippedFile>& listed,
+               const std::vector<v1::ShippedFile>& now) {
+  if (static_cast<size_t>(listed.size()) != now.size()) return false;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const v1::ShippedFile& a = listed[static_cast<int>(i)];
+    if (a.field() != now[i].field() || a.path() != now[i].path() ||
+        a.sha256() != now[i].sha256() || a.size() != now[i].size()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string HumanBytes(int64_t bytes) {
   if (bytes < (1 << 10)) return absl::StrCat(bytes, " B");
   if (bytes < (1 << 20)) return absl::StrCat(bytes >> 10, " KiB");
@@ -32,23 +61,34 @@ absl::StatusOr<std::string> ShipLocalFiles(const std::string& spec_text,
                                            const std::string& base_dir,
                                            const FileUploader& upload,
                                            std::ostream& progress) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
-  if (!spec.ok()) return spec_text;
-  std::vector<v1::ShippedFile> entries(spec->shipped_files().begin(),
-                                       spec->shipped_files().end());
-  bool added = false;
+  // The list a spec already carries (one from `status -o json`) may be
+  // stale: a file changed since, or a --set that named another file.
+  absl::StatusOr<v1::JobSpec> listed = ParseJobSpec(spec_text);
+  absl::StatusOr<v1::JobSpec> spec = listed;
+  if (!spec.ok()) spec = ParseJobSpec(WithoutShippedFiles(spec_text));
+  if (!spec.ok()) return spec_text;  // the coordinator lists its problems
+  std::vector<v1::ShippedFile> entries;
   for (const std::string& field : ShippableFields()) {
     const std::string& value = *SpecFilePath(*spec, field);
     if (!IsSubmitterPath(value)) continue;
-    bool listed = false;
-    for (const v1::ShippedFile& e : entries) listed |= e.field() == field;
-    if (listed) continue;  // shipped before (a spec from `status -o json`)
     const std::string local = base_dir.empty() ? value : base_dir + "/" + value;
     const std::string where = absl::StrCat(field, ": ", value);
     struct stat st {};
     if (stat(local.c_str(), &st) != 0) {
+      const int error = errno;
+      // Sent before from another machine: the coordinator may have it.
+      const v1::ShippedFile* before = nullptr;
+      if (listed.ok()) {
+        for (const v1::ShippedFile& f : listed->shipped_files()) {
+          if (f.field() == field && f.path() == value) before = &f;
+        }
+      }
+      if (before != nullptr) {
+        entries.push_back(*before);
+        continue;
+      }
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", std::strerror(errno), " (looked for ", local,
+          where, ": ", std::strerror(error), " (looked for ", local,
           "; a relative path names a file beside the spec, which trainctl "
           "uploads; an absolute path names a file on the workers)"));
     }
@@ -76,9 +116,8 @@ absl::StatusOr<std::string> ShipLocalFiles(const std::string& spec_text,
     entry.set_sha256(*digest);
     entry.set_size(st.st_size);
     entries.push_back(std::move(entry));
-    added = true;
   }
-  if (!added) return spec_text;
+  if (listed.ok() && SameFiles(listed->shipped_files(), entries)) return spec_text;
   std::string list = "[";
   for (size_t i = 0; i < entries.size(); ++i) {
     absl::StrAppend(&list, i == 0 ? "" : ", ", Entry(entries[i]));

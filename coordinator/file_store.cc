@@ -69,22 +69,25 @@ absl::StatusOr<bool> FileStore::Put(
         "workers can read it and give its absolute path"));
   }
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    uploaded_.wait(lock, [&] { return uploading_.count(sha256) == 0; });
+    std::lock_guard<std::mutex> lock(mu_);
     if (OwnsLocked(owner, sha256)) {
       // Uploaded again: the sweep counts its age from now.
       utimensat(AT_FDCWD, BlobPath(sha256).c_str(), nullptr, 0);
       return true;
     }
-    uploading_.insert(sha256);
   }
+  // Each upload under a name of its own, renamed to the digest once it is
+  // whole and checked: two uploads of one content never share a file, and
+  // neither waits for the other.
+  const std::string staging =
+      absl::StrCat(dir_, "/.upload-", next_upload_.fetch_add(1), "-", getpid());
 
   int64_t received = 0;
   Sha256Digest digest;
   AtomicWriteOptions options;
   options.mode = 0600;
   absl::Status written = WriteFileAtomicallyStreamed(
-      BlobPath(sha256),
+      staging,
       [&](const ByteSink& sink) -> absl::Status {
         ByteSink counted = [&](const void* data, size_t n) -> absl::Status {
           received += static_cast<int64_t>(n);
@@ -108,10 +111,14 @@ absl::StatusOr<bool> FileStore::Put(
         return absl::OkStatus();
       },
       options);
-  std::lock_guard<std::mutex> lock(mu_);
-  uploading_.erase(sha256);
-  uploaded_.notify_all();
   if (!written.ok()) return written;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (::rename(staging.c_str(), BlobPath(sha256).c_str()) != 0) {
+    const int error = errno;
+    unlink(staging.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot keep the upload in ", dir_, ": ",
+                                               std::strerror(error)));
+  }
   std::string owners;
   if (absl::StatusOr<std::string> old = ReadWholeFile(OwnersPath(sha256)); old.ok()) {
     owners = *std::move(old);
@@ -136,6 +143,9 @@ absl::Status FileStore::CheckJobFiles(const std::string& owner,
           file.field(), ": '", file.path(), "' (sha256 ", file.sha256().substr(0, 12),
           "...) was not uploaded to this coordinator; trainctl submit uploads it"));
     }
+    // Named now: the sweep counts the hour from here, so a file cannot go
+    // between this check and the job's record.
+    utimensat(AT_FDCWD, BlobPath(file.sha256()).c_str(), nullptr, 0);
     if (!OwnsLocked(owner, file.sha256())) {
       return absl::PermissionDeniedError(absl::StrCat(
           file.field(), ": '", file.path(), "' names a file ",
@@ -185,8 +195,10 @@ int FileStore::Sweep(const std::set<std::string>& referenced,
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     const bool blob = IsSha256Hex(name);
+    // Uploads cut off (a dead client, a killed coordinator).
     const bool temporary = name.size() > 1 && name[0] == '.' &&
-                           name.find(".tmp-") != std::string::npos;
+                           (name.find(".tmp-") != std::string::npos ||
+                            name.rfind(".upload-", 0) == 0);
     if ((!blob && !temporary) || (blob && referenced.count(name) > 0)) continue;
     struct stat st {};
     const std::string path = absl::StrCat(dir_, "/", name);

@@ -6,7 +6,7 @@
 // uploaded, so knowing a digest is not enough to obtain a file.
 
 #include <chrono>
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -61,11 +61,7 @@ class FileStore {
   const int64_t max_file_bytes_;
   // Serializes the owners files' read-modify-write and the sweep.
   mutable std::mutex mu_;
-  // Digests being written now: a second upload of the same content (a
-  // script submitting several jobs with one model) waits for the first
-  // rather than racing it for the same temporary file.
-  std::set<std::string> uploading_;  // GUARDED_BY(mu_)
-  std::condition_variable uploaded_;
+  std::atomic<int64_t> next_upload_{0};  // names uploads being written
 };
 
 }  // namespace trainctl::coordinator

@@ -72,6 +72,11 @@ grpc::Status RendezvousService::FetchFile(grpc::ServerContext* ctx,
   if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
   absl::StatusOr<v1::Job> job = jobs_.Get(req->scope().job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
+  if (req->scope().generation() != job->generation()) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat("job ", job->id(), " is at generation ", job->generation(),
+                                     ", not ", req->scope().generation()));
+  }
   const auto& shipped = job->spec().shipped_files();
   if (std::none_of(shipped.begin(), shipped.end(), [&](const v1::ShippedFile& f) {
         return f.sha256() == req->sha256();

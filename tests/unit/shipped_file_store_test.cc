@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 #include <utime.h>
 
 #include <filesystem>
+#include <thread>
 #include <sstream>
 
 #include "client/ship_files.h"
+#include "client/spec_edit.h"
 #include "common/file_digest.h"
 #include "common/shipped_files.h"
 #include "common/spec.h"
@@ -162,6 +165,25 @@ TEST_F(FileStoreTest, KnowingTheDigestIsNotEnough) {
   EXPECT_TRUE(store.CheckJobFiles("bob", SpecShipping(sha, bytes.size())).ok());
 }
 
+// A script submitting several jobs at once uploads one model several times.
+TEST_F(FileStoreTest, UploadsOfOneContentAtOnceAllSucceed) {
+  coordinator::FileStore store(dir_ + "/files", 1 << 20);
+  const std::string bytes(100000, 'w');
+  const std::string sha = Sha(bytes);
+  std::vector<std::thread> uploads;
+  std::vector<absl::Status> results(6);
+  for (size_t i = 0; i < results.size(); ++i) {
+    uploads.emplace_back([&, i] {
+      results[i] = Put(store, i % 2 ? "ada" : "bob", sha, bytes.size(), bytes).status();
+    });
+  }
+  for (std::thread& t : uploads) t.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(store.CheckJobFiles("ada", SpecShipping(sha, bytes.size())).ok());
+  EXPECT_TRUE(store.CheckJobFiles("bob", SpecShipping(sha, bytes.size())).ok());
+  EXPECT_EQ(Listing(), (std::vector<std::string>{sha, sha + ".owners"}));
+}
+
 TEST_F(FileStoreTest, AWrongUploadLeavesNothing) {
   coordinator::FileStore store(dir_ + "/files", 16);
   const std::string bytes = "twelve bytes";
@@ -259,12 +281,66 @@ TEST_F(ShipLocalFilesTest, RelativePathsAreUploadedAndListed) {
   EXPECT_EQ(spec->data().eval_path(), "/srv/eval.csv");  // on the workers
   EXPECT_TRUE(UnshippedRelativePaths(*spec).empty());
   EXPECT_THAT(progress_.str(), HasSubstr("uploaded model.pt (7 B, sha256 "));
-  // Sent again (status -o json's spec): nothing new to upload.
-  sent_.clear();
+  // Sent again (status -o json's spec): the same files, the same text.
   absl::StatusOr<std::string> again = client::ShipLocalFiles(*shipped, dir_, Uploader(), progress_);
   ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(sent_.empty());
   EXPECT_EQ(*again, *shipped);
+}
+
+// A list in the spec never hides what is on disk now: a changed file is
+// sent again, a --set to another file replaces its entry, and an entry
+// whose file is not on this machine is kept for the coordinator to judge.
+TEST_F(ShipLocalFilesTest, AListedFileIsCheckedAgainstTheDisk) {
+  Write("model.pt", "weights");
+  const std::string text =
+      "model: {type: torchscript, path: model.pt}\ndata: {train_images: /a, train_labels: /b}\n";
+  absl::StatusOr<std::string> first = client::ShipLocalFiles(text, dir_, Uploader(), progress_);
+  ASSERT_TRUE(first.ok());
+  Write("model.pt", "weights, trained more");
+  absl::StatusOr<std::string> changed = client::ShipLocalFiles(*first, dir_, Uploader(), progress_);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(*changed);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->shipped_files_size(), 1);
+  EXPECT_EQ(spec->shipped_files(0).sha256(), Sha("weights, trained more"));
+  // --set model.path=other.pt on a spec that lists model.pt.
+  Write("other.pt", "other");
+  client::SpecEdits edits;
+  edits.sets = {"model.path=other.pt"};
+  absl::StatusOr<std::string> edited = client::ApplySpecEdits(*changed, edits);
+  ASSERT_TRUE(edited.ok());
+  absl::StatusOr<std::string> moved = client::ShipLocalFiles(*edited, dir_, Uploader(), progress_);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  spec = ParseJobSpec(*moved);
+  ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << *moved;
+  EXPECT_EQ(spec->shipped_files(0).path(), "other.pt");
+  EXPECT_EQ(spec->shipped_files(0).sha256(), Sha("other"));
+  // Elsewhere, without the file: the listed entry stands.
+  sent_.clear();
+  absl::StatusOr<std::string> elsewhere =
+      client::ShipLocalFiles(*moved, dir_ + "/nowhere", Uploader(), progress_);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(*elsewhere, *moved);
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST_F(ShipLocalFilesTest, PathsWithYamlSyntaxSurviveTheRewrite) {
+  for (const std::string& name :
+       {std::string("my model.pt"), std::string("a: b #c.pt"), std::string("{x}, [y].pt"),
+        std::string("\"quoted\".pt"), std::string("é.pt")}) {
+    Write(name, "weights");
+    YAML::Emitter quoted;
+    quoted << YAML::DoubleQuoted << name;
+    const std::string text = std::string("model: {type: torchscript, path: ") + quoted.c_str() +
+                             "}\ndata: {train_images: /a, train_labels: /b}\n";
+    absl::StatusOr<std::string> shipped = client::ShipLocalFiles(text, dir_, Uploader(), progress_);
+    ASSERT_TRUE(shipped.ok()) << name << ": " << shipped.status();
+    absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(*shipped);
+    ASSERT_TRUE(spec.ok()) << name << ": " << spec.status() << "\n" << *shipped;
+    EXPECT_EQ(spec->model().path(), name);
+    ASSERT_EQ(spec->shipped_files_size(), 1);
+    EXPECT_EQ(spec->shipped_files(0).path(), name);
+  }
 }
 
 TEST_F(ShipLocalFilesTest, WhatCannotBeShippedIsNamed) {

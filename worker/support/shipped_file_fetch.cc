@@ -96,6 +96,14 @@ absl::Status FetchShippedFiles(v1::JobSpec* spec, const ShippedFileSource& sourc
     return absl::FailedPreconditionError(
         absl::StrCat("shipped files: ", made.message(), " (the worker's --data-cache-dir)"));
   }
+  // Another user able to plant files here could swap a job's model.
+  struct stat dir {};
+  if (::lstat(source.cache_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode) ||
+      dir.st_uid != ::geteuid() || (dir.st_mode & 022) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shipped files: ", source.cache_dir, " must be a directory of uid ", ::geteuid(),
+        " writable by no one else (the worker's --data-cache-dir)"));
+  }
   for (const v1::ShippedFile& file : spec->shipped_files()) {
     std::string* field = MutableSpecFilePath(spec, file.field());
     if (field == nullptr || !IsSha256Hex(file.sha256())) {

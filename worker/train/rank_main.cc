@@ -227,9 +227,15 @@ int RunRank(const v1::RankLaunch& launch) {
     source.scope.set_job_id(args.job_id);
     source.scope.set_generation(args.generation);
     source.rendezvous_key = launch.rendezvous_key();
+    // The node's cache; without one (an agent that sets none), a private
+    // directory of this rank.
     const char* cache = getenv("TRAINCTL_DATA_CACHE_DIR");
-    source.cache_dir = absl::StrCat(cache != nullptr && *cache != '\0' ? cache : "/tmp",
-                                    "/shipped");
+    if (cache != nullptr && *cache != '\0') {
+      source.cache_dir = absl::StrCat(cache, "/shipped");
+    } else {
+      std::string private_dir = "/tmp/trainctl-shipped-XXXXXX";
+      if (mkdtemp(private_dir.data()) != nullptr) source.cache_dir = private_dir;
+    }
     if (absl::Status fetched = FetchShippedFiles(&spec, source); !fetched.ok()) {
       std::cerr << fetched.message() << std::endl;
       return RankExitCode(fetched);
