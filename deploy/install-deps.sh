@@ -37,6 +37,8 @@ packages=(
   # The coordinator's HTTP port tests: /metrics parsed by the Prometheus
   # client's own parser, and the dashboard rendered by headless Chromium.
   python3-prometheus-client chromium
+  # `trainctl completion zsh` run by zsh in the CLI tests.
+  zsh
 )
 
 

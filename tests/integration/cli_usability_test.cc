@@ -82,7 +82,7 @@ TEST_F(CliUsabilityTest, ATypoedCommandIsAnsweredWithTheNearestOne) {
 // `trainctl completion bash` loaded into a real bash: commands, the flags of
 // the command at hand, output formats, and job ids that `list -q` asks the
 // coordinator for (from the environment, as a shell would have it).
-TEST_F(CliUsabilityTest, BashCompletesCommandsFlagsAndJobIds) {
+TEST_F(CliUsabilityTest, BashAndZshCompleteCommandsFlagsAndJobIds) {
   const std::string spec = cluster_->WriteFile(
       "wide.yaml", "name: never-fits\nranks: 64\nmodel: mlp\n"
                    "data: {train_images: /a, train_labels: /b}\n");
@@ -118,6 +118,7 @@ TEST_F(CliUsabilityTest, BashCompletesCommandsFlagsAndJobIds) {
     }
     return lines;
   };
+  using ::testing::AllOf;
   using ::testing::Contains;
   using ::testing::ElementsAre;
   EXPECT_THAT(complete("trainctl sta"), ElementsAre("status"));
@@ -126,6 +127,43 @@ TEST_F(CliUsabilityTest, BashCompletesCommandsFlagsAndJobIds) {
   EXPECT_THAT(complete("trainctl -o \"\""), ElementsAre("table", "json"));
   EXPECT_THAT(complete("trainctl status \"\""), Contains(id));
   EXPECT_THAT(complete("trainctl completion \"\""), ElementsAre("bash", "zsh"));
+
+  // zsh: the script registers the same function through bashcompinit, whose
+  // _bash_complete hands COMPREPLY to compadd; compadd matches the prefix,
+  // so the function's words need only contain the right ones.
+  const std::string zsh_script = cluster_->dir() + "/_trainctl";
+  CliResult zsh_made = cluster_->Cli({"completion", "zsh"});
+  ASSERT_EQ(zsh_made.exit_code, 0) << zsh_made.output;
+  std::ofstream(zsh_script) << zsh_made.output;
+  auto zsh_complete = [&](const std::string& words) {
+    const std::string out = cluster_->dir() + "/zsh-complete.out";
+    const std::string driver = cluster_->dir() + "/zsh-complete.zsh";
+    std::ofstream(driver)
+        << "autoload -U compinit && compinit -u -d " << cluster_->dir() << "/zcompdump\n"
+        << "source " << zsh_script << "\n"
+        << "print -r -- \"registered: ${_comps[trainctl]}\"\n"
+        << "emulate sh -c 'COMP_WORDS=(" << words
+        << "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
+           "printf \"%s\\n\" \"${COMPREPLY[@]}\"'\n";
+    const std::string command =
+        "env PATH=" + std::string(TRAINCTL_BIN_DIR) + ":/usr/bin:/bin" +
+        " TRAINCTL_COORDINATOR=" + cluster_->address() +
+        " TRAINCTL_CA_CERT=" + cluster_->ca_cert_path() +
+        " TRAINCTL_TOKEN=" + cluster_->admin_token() + " zsh -f " + driver + " > " + out +
+        " 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::ifstream in(out);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) lines.push_back(line);
+    }
+    return lines;
+  };
+  EXPECT_THAT(zsh_complete("trainctl sta"),
+              AllOf(Contains("registered: _bash_complete -F _trainctl"), Contains("status")));
+  EXPECT_THAT(zsh_complete("trainctl list --q"), Contains("--quiet"));
+  EXPECT_THAT(zsh_complete("trainctl -o x"), AllOf(Contains("table"), Contains("json")));
+  EXPECT_THAT(zsh_complete("trainctl status x"), Contains(id));
   EXPECT_EQ(cluster_->Cli({"cancel", id}).exit_code, 0);
 }
 

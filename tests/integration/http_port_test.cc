@@ -352,6 +352,29 @@ TEST_F(HttpPortTest, DashboardChartsShowTheJobsPoints) {
   EXPECT_NE(list.find("&lt;img src=x"), std::string::npos);
   EXPECT_EQ(list.find("<img"), std::string::npos);
   EXPECT_EQ(list.find("data-pwned"), std::string::npos);
+
+  // One evaluation: its chart names its step once (it printed
+  // "step 40step 40", a start and an end label on the same step).
+  const std::string single = Submit(SmallJobSpec(1, 1024, 1));
+  ASSERT_FALSE(single.empty());
+  ASSERT_EQ(cluster_->WaitForJob(single, [](const v1::Job& j) {
+                return j.state() == v1::JOB_STATE_SUCCEEDED || j.state() == v1::JOB_STATE_FAILED;
+              }, seconds(300)).state(), v1::JOB_STATE_SUCCEEDED);
+  const auto [single_points, single_step] =
+      Expected(cluster_->Events(single), "eval", "eval_accuracy");
+  ASSERT_EQ(single_points, 1);
+  const std::string one = DumpDom(dir_, PageUrl("/jobs/" + single), 10'000, &ok);
+  ASSERT_TRUE(ok) << one;
+  const size_t chart = one.find("id=\"chart-accuracy\"");
+  ASSERT_NE(chart, std::string::npos) << one;
+  const std::string chart_html = one.substr(chart, one.find("id=\"chart-", chart + 10) - chart);
+  const std::string label = ">step " + std::to_string(single_step) + "<";
+  const std::regex step_label(">step [0-9]+<");
+  EXPECT_EQ(std::distance(std::sregex_iterator(chart_html.begin(), chart_html.end(), step_label),
+                          std::sregex_iterator()),
+            1)
+      << chart_html;
+  EXPECT_NE(chart_html.find(label), std::string::npos) << chart_html;
 }
 
 }  // namespace

@@ -397,18 +397,21 @@ std::string JobIdFrom(const std::string& output) {
   return output.substr(at, end - at);
 }
 
-std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
-                         const std::string& extra) {
+std::string FashionMnistData(int64_t train_limit) {
   const std::string data = "/usr/share/datasets/fashion-mnist/";
-  return "name: small\nranks: " + std::to_string(ranks) +
-         "\nseed: 3\nmodel: mlp\n"
-         "data:\n"
+  return "data:\n"
          "  train_images: " + data + "train-images-idx3-ubyte.gz\n"
          "  train_labels: " + data + "train-labels-idx1-ubyte.gz\n"
          "  eval_images: " + data + "t10k-images-idx3-ubyte.gz\n"
          "  eval_labels: " + data + "t10k-labels-idx1-ubyte.gz\n"
          "  train_limit: " + std::to_string(train_limit) + "\n"
-         "  eval_limit: 1000\n"
+         "  eval_limit: 1000\n";
+}
+
+std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
+                         const std::string& extra) {
+  return "name: small\nranks: " + std::to_string(ranks) +
+         "\nseed: 3\nmodel: mlp\n" + FashionMnistData(train_limit) +
          "optimizer: {type: adamw, lr: 0.002}\n"
          "scheduler: {type: linear, warmup_steps: 10}\n"
          "training: {epochs: " + std::to_string(epochs) +

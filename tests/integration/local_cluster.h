@@ -180,6 +180,10 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
 // The job id ("job-N") printed by `trainctl submit`, or "" if none.
 std::string JobIdFrom(const std::string& output);
 
+// The data section for Fashion-MNIST (Debian's dataset-fashion-mnist):
+// train_limit training samples, 1000 for evaluation.
+std::string FashionMnistData(int64_t train_limit);
+
 // Spec for a small Fashion-MNIST MLP job; `extra` is appended verbatim.
 std::string SmallJobSpec(int ranks, int64_t train_limit, int epochs,
                          const std::string& extra = "");

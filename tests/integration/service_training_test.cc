@@ -31,16 +31,11 @@ TEST_F(ServiceTrainingTest, TorchScriptModelTrainsThroughTheService) {
                                  " > " + cluster_->dir() + "/export.log 2>&1";
   ASSERT_EQ(std::system(export_cmd.c_str()), 0)
       << "examples/export_torchscript.py failed (needs Debian's python3-torch)";
-  const std::string data = "/usr/share/datasets/fashion-mnist/";
   const std::string spec = cluster_->WriteFile(
       "ts.yaml",
       "name: torchscript\nranks: 2\nseed: 2\n"
       "model: {type: torchscript, path: " + model + "}\n"
-      "data:\n  train_images: " + data + "train-images-idx3-ubyte.gz\n"
-      "  train_labels: " + data + "train-labels-idx1-ubyte.gz\n"
-      "  eval_images: " + data + "t10k-images-idx3-ubyte.gz\n"
-      "  eval_labels: " + data + "t10k-labels-idx1-ubyte.gz\n"
-      "  train_limit: 4096\n  eval_limit: 1000\n"
+      + FashionMnistData(4096) +
       "optimizer: {type: adamw, lr: 0.003}\n"
       "training: {epochs: 1, batch_size: 64, log_every_steps: 16}\n");
   CliResult submit = cluster_->Cli({"submit", spec, "--follow"});

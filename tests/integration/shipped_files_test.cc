@@ -60,15 +60,10 @@ class ShippedFilesTest : public ::testing::Test {
   }
 
   static std::string ModelSpec() {
-    const std::string data = "/usr/share/datasets/fashion-mnist/";
     return Write("convnet.yaml",
                  "name: shipped-model\nranks: 2\nseed: 2\n"
                  "model: {type: torchscript, path: convnet.pt}\n"
-                 "data:\n  train_images: " + data + "train-images-idx3-ubyte.gz\n"
-                 "  train_labels: " + data + "train-labels-idx1-ubyte.gz\n"
-                 "  eval_images: " + data + "t10k-images-idx3-ubyte.gz\n"
-                 "  eval_labels: " + data + "t10k-labels-idx1-ubyte.gz\n"
-                 "  train_limit: 4096\n  eval_limit: 1000\n"
+                 + FashionMnistData(4096) +
                  "optimizer: {type: adamw, lr: 0.003}\n"
                  "training: {epochs: 1, batch_size: 64, log_every_steps: 16}\n");
   }
@@ -133,19 +128,24 @@ TEST_F(ShippedFilesTest, CsvDataBesideTheSpecTrains) {
 TEST_F(ShippedFilesTest, AJobNamesOnlyItsOwnersUploads) {
   const std::string model = ExportModel();
   ASSERT_EQ(cluster_->CliAs(ada_, {"submit", "--dry-run", ModelSpec()}).exit_code, 0);
-  // bob learned the digest of ada's model (not its bytes) and names it.
-  const std::string spec = Write(
-      "stolen.yaml",
+  // bob learned the digest of ada's model, not its bytes: his directory
+  // has no convnet.pt, and he names the digest.
+  std::filesystem::create_directories(client_dir_ + "/bob");
+  const std::string stolen =
       "model: {type: torchscript, path: convnet.pt}\n"
       "data: {train_images: /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz,"
       " train_labels: /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz}\n"
       "shipped_files: [{field: model.path, path: convnet.pt, sha256: " +
-          *Sha256OfFile(model) + ", size: " +
-          std::to_string(std::filesystem::file_size(model)) + "}]\n");
-  CliResult bob = cluster_->CliAs(bob_, {"submit", spec});
+      *Sha256OfFile(model) + ", size: " + std::to_string(std::filesystem::file_size(model)) +
+      "}]\n";
+  CliResult bob = cluster_->CliAs(bob_, {"submit", "--dry-run", Write("bob/stolen.yaml", stolen)});
   EXPECT_NE(bob.exit_code, 0);
   EXPECT_THAT(bob.output, HasSubstr("model.path: 'convnet.pt' names a file bob did not upload"));
   EXPECT_THAT(bob.output, Not(HasSubstr("uploaded")));
+  // With the bytes beside his spec, the upload is his proof of having them.
+  CliResult owner = cluster_->CliAs(bob_, {"submit", "--dry-run", Write("stolen.yaml", stolen)});
+  EXPECT_EQ(owner.exit_code, 0) << owner.output;
+  EXPECT_THAT(owner.output, HasSubstr("uploaded convnet.pt"));
 }
 
 TEST_F(ShippedFilesTest, WhatCannotBeShippedIsRefusedByName) {

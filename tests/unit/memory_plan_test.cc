@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/spec.h"
+#include "data_info_fixtures.h"
 #include "worker/train/models/model.h"
 #include "worker/train/optim/optimizers.h"
 
@@ -28,22 +29,6 @@ struct Case {
   std::string name, spec;
   DataInfo data;
 };
-
-DataInfo Images(std::vector<int64_t> shape) {
-  DataInfo info;
-  info.input_shape = std::move(shape);
-  info.num_classes = 10;
-  return info;
-}
-
-DataInfo Tokens(int64_t seq_len, int64_t vocab) {
-  DataInfo info;
-  info.input_shape = {seq_len};
-  info.integer_inputs = true;
-  info.vocab_size = vocab;
-  info.num_classes = 3;
-  return info;
-}
 
 std::vector<Case> Models() {
   const std::string idx = "data: {train_images: /a, train_labels: /b}\n";

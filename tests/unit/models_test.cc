@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/spec.h"
+#include "data_info_fixtures.h"
 #include "worker/train/autocast_scope.h"
 
 namespace trainctl::train {
@@ -18,22 +19,6 @@ v1::JobSpec Spec(const std::string& yaml) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(yaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return spec.ok() ? *spec : v1::JobSpec();
-}
-
-DataInfo Images() {
-  DataInfo info;
-  info.input_shape = {1, 28, 28};
-  info.num_classes = 10;
-  return info;
-}
-
-DataInfo Tokens(int64_t seq_len, int64_t vocab) {
-  DataInfo info;
-  info.input_shape = {seq_len};
-  info.integer_inputs = true;
-  info.vocab_size = vocab;
-  info.num_classes = 3;
-  return info;
 }
 
 std::unique_ptr<Model> Build(const v1::JobSpec& spec, const DataInfo& info) {
