@@ -99,17 +99,16 @@ TEST_F(CliUsabilityTest, BashAndZshCompleteCommandsFlagsAndJobIds) {
   CliResult made = cluster_->Cli({"completion", "bash"});
   ASSERT_EQ(made.exit_code, 0) << made.output;
   std::ofstream(script) << made.output;
-  // What bash would offer for `words`, the cursor in the last one.
-  auto complete = [&](const std::string& words) {
+  // Runs `shell_command` with the CLI on PATH and this cluster in its
+  // environment; returns its non-empty output lines.
+  auto run_shell = [&](const std::string& shell_command) {
     const std::string out = cluster_->dir() + "/complete.out";
     const std::string command =
         "env PATH=" + std::string(TRAINCTL_BIN_DIR) + ":/usr/bin:/bin" +
         " TRAINCTL_COORDINATOR=" + cluster_->address() +
         " TRAINCTL_CA_CERT=" + cluster_->ca_cert_path() +
-        " TRAINCTL_TOKEN=" + cluster_->admin_token() +
-        " bash -c 'source " + script + "; COMP_WORDS=(" + words +
-        "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
-        "printf \"%s\\n\" \"${COMPREPLY[@]}\"' > " + out + " 2>&1";
+        " TRAINCTL_TOKEN=" + cluster_->admin_token() + " " + shell_command + " > " + out +
+        " 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     std::ifstream in(out);
     std::vector<std::string> lines;
@@ -117,6 +116,12 @@ TEST_F(CliUsabilityTest, BashAndZshCompleteCommandsFlagsAndJobIds) {
       if (!line.empty()) lines.push_back(line);
     }
     return lines;
+  };
+  // What bash would offer for `words`, the cursor in the last one.
+  auto complete = [&](const std::string& words) {
+    return run_shell("bash -c 'source " + script + "; COMP_WORDS=(" + words +
+                     "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
+                     "printf \"%s\\n\" \"${COMPREPLY[@]}\"'");
   };
   using ::testing::AllOf;
   using ::testing::Contains;
@@ -136,7 +141,6 @@ TEST_F(CliUsabilityTest, BashAndZshCompleteCommandsFlagsAndJobIds) {
   ASSERT_EQ(zsh_made.exit_code, 0) << zsh_made.output;
   std::ofstream(zsh_script) << zsh_made.output;
   auto zsh_complete = [&](const std::string& words) {
-    const std::string out = cluster_->dir() + "/zsh-complete.out";
     const std::string driver = cluster_->dir() + "/zsh-complete.zsh";
     std::ofstream(driver)
         << "autoload -U compinit && compinit -u -d " << cluster_->dir() << "/zcompdump\n"
@@ -145,19 +149,7 @@ TEST_F(CliUsabilityTest, BashAndZshCompleteCommandsFlagsAndJobIds) {
         << "emulate sh -c 'COMP_WORDS=(" << words
         << "); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _trainctl; "
            "printf \"%s\\n\" \"${COMPREPLY[@]}\"'\n";
-    const std::string command =
-        "env PATH=" + std::string(TRAINCTL_BIN_DIR) + ":/usr/bin:/bin" +
-        " TRAINCTL_COORDINATOR=" + cluster_->address() +
-        " TRAINCTL_CA_CERT=" + cluster_->ca_cert_path() +
-        " TRAINCTL_TOKEN=" + cluster_->admin_token() + " zsh -f " + driver + " > " + out +
-        " 2>&1";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    std::ifstream in(out);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) lines.push_back(line);
-    }
-    return lines;
+    return run_shell("zsh -f " + driver);
   };
   EXPECT_THAT(zsh_complete("trainctl sta"),
               AllOf(Contains("registered: _bash_complete -F _trainctl"), Contains("status")));

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/spec.h"
-#include "data_info_fixtures.h"
+#include "model_fixtures.h"
 #include "worker/train/models/model.h"
 #include "worker/train/optim/optimizers.h"
 
@@ -18,12 +18,6 @@ namespace trainctl::train {
 namespace {
 
 using ::testing::HasSubstr;
-
-v1::JobSpec Spec(const std::string& yaml) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(yaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return spec.ok() ? *spec : v1::JobSpec();
-}
 
 struct Case {
   std::string name, spec;

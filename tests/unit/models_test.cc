@@ -7,19 +7,13 @@
 #include <cstdio>
 
 #include "common/spec.h"
-#include "data_info_fixtures.h"
+#include "model_fixtures.h"
 #include "worker/train/autocast_scope.h"
 
 namespace trainctl::train {
 namespace {
 
 using ::testing::HasSubstr;
-
-v1::JobSpec Spec(const std::string& yaml) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(yaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return spec.ok() ? *spec : v1::JobSpec();
-}
 
 std::unique_ptr<Model> Build(const v1::JobSpec& spec, const DataInfo& info) {
   torch::manual_seed(5);

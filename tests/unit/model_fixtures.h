@@ -1,15 +1,26 @@
 #pragma once
 
-// The DataInfo a rank gets from common data sets, for tests that build
-// models without reading files.
+// For tests that build models without reading files: a parsed spec, and
+// the DataInfo a rank gets from common data sets.
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "common/spec.h"
 #include "worker/train/data/dataset.h"
 
 namespace trainctl::train {
+
+// The spec `yaml` (a failure of the test when it does not parse).
+inline v1::JobSpec Spec(const std::string& yaml) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : v1::JobSpec();
+}
 
 // Images of `shape` in 10 classes (Fashion-MNIST's [1, 28, 28] by default).
 inline DataInfo Images(std::vector<int64_t> shape = {1, 28, 28}) {
