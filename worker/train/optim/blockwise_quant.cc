@@ -1,8 +1,13 @@
 #include "worker/train/optim/blockwise_quant.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
 #include <cmath>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace trainctl::train {
 namespace {
@@ -52,6 +57,27 @@ const Codebook& Book(bool is_signed) {
   return is_signed ? kSigned : kUnsigned;
 }
 
+// The codebook (or its midpoints) as a tensor on `device`, made once per
+// device: the chunked step asks four times a chunk, and a host-to-device
+// copy each time would be most of its work on a GPU.
+const torch::Tensor& TableOn(bool is_signed, bool midpoints, const torch::Device& device) {
+  static std::mutex mu;
+  // Never destroyed: device memory freed after CUDA shut down at exit fails.
+  static auto* tables = new std::map<std::string, torch::Tensor>();  // GUARDED_BY(mu)
+  const std::string key =
+      absl::StrCat(device.str(), is_signed ? "/signed" : "/unsigned", midpoints ? "/mid" : "");
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = tables->find(key);
+  if (it == tables->end()) {
+    const Codebook& book = Book(is_signed);
+    torch::Tensor host =
+        midpoints ? torch::from_blob(const_cast<float*>(book.mid.data()), {255}, torch::kFloat32)
+                  : torch::from_blob(const_cast<float*>(book.map.data()), {256}, torch::kFloat32);
+    it = tables->emplace(key, host.clone().to(device)).first;
+  }
+  return it->second;
+}
+
 torch::Tensor AsBlocks(const torch::Tensor& flat, int64_t block_size) {
   const int64_t n = flat.numel();
   const int64_t blocks = (n + block_size - 1) / block_size;
@@ -78,10 +104,7 @@ QuantizedState QuantizeBlockwise(const torch::Tensor& x, int64_t block_size,
   q.absmax = blocks.abs().amax(1);
   torch::Tensor safe = torch::where(q.absmax > 0, q.absmax, torch::ones_like(q.absmax));
   torch::Tensor y = (blocks / safe.unsqueeze(1)).view(-1).narrow(0, 0, n);
-  const std::array<float, 255>& mid = Book(is_signed).mid;
-  torch::Tensor boundaries =
-      torch::from_blob(const_cast<float*>(mid.data()), {255}, torch::kFloat32)
-          .to(x.device());
+  const torch::Tensor& boundaries = TableOn(is_signed, /*midpoints=*/true, x.device());
   // right=true: a value on a midpoint goes up, as upper_bound does.
   q.codes = torch::bucketize(y, boundaries, /*out_int32=*/true, /*right=*/true)
                 .to(torch::kUInt8);
@@ -91,10 +114,7 @@ QuantizedState QuantizeBlockwise(const torch::Tensor& x, int64_t block_size,
 torch::Tensor DequantizeBlockwise(const QuantizedState& q, int64_t block_size,
                                   bool is_signed) {
   const int64_t n = q.codes.numel();
-  const std::array<float, 256>& map = Book(is_signed).map;
-  torch::Tensor table =
-      torch::from_blob(const_cast<float*>(map.data()), {256}, torch::kFloat32)
-          .to(q.codes.device());
+  const torch::Tensor& table = TableOn(is_signed, /*midpoints=*/false, q.codes.device());
   torch::Tensor values = table.index_select(0, q.codes.reshape(-1).to(torch::kInt32));
   torch::Tensor blocks = AsBlocks(values, block_size) * q.absmax.unsqueeze(1);
   return blocks.view(-1).narrow(0, 0, n);
