@@ -21,6 +21,9 @@ import sys
 
 STEP = re.compile(r"^(trainctl|ddp) step \d+$")
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# The runtime calls that make the host wait for the GPU.
+SYNCS = re.compile(r"Synchronize|cudaMemcpy(?!Async)|cuStreamSynchronize")
 
 
 def short(name, width=90):
@@ -47,7 +50,12 @@ def summarise(path):
     count = 0
     intervals = []
     last_gpu_end = begin
+    runtime_calls = collections.Counter()
+    runtime_ms = collections.Counter()
     for e in events:
+        if e.get("cat") in RUNTIME_CATS and e.get("ph") == "X" and begin <= float(e["ts"]) <= end:
+            runtime_calls[e.get("name", "?")] += 1
+            runtime_ms[e.get("name", "?")] += float(e.get("dur", 0)) / 1000
         cat = GPU_CATS.get(e.get("cat"))
         if cat is None or e.get("ph") != "X":
             continue
@@ -73,7 +81,8 @@ def summarise(path):
             "kernel_ms": totals["kernel"] / 1000 / n, "memcpy_ms": totals["memcpy"] / 1000 / n,
             "memset_ms": totals["memset"] / 1000 / n, "busy_ms": busy / 1000 / n,
             "idle_ms": (span - busy) / 1000 / n, "kernels": count / n,
-            "by_kernel": {k: v / 1000 / n for k, v in by_kernel.items()}}
+            "by_kernel": {k: v / 1000 / n for k, v in by_kernel.items()},
+            "runtime": {k: (runtime_calls[k] / n, runtime_ms[k] / n) for k in runtime_calls}}
 
 
 def main():
@@ -91,6 +100,15 @@ def main():
               f"idle {r['idle_ms']:.2f} ms; kernels {r['kernel_ms']:.2f} ms "
               f"({r['kernels']:.0f} launches), memcpy {r['memcpy_ms']:.2f} ms, "
               f"memset {r['memset_ms']:.2f} ms")
+        # Host-side CUDA calls: many launches or any sync per step is where a
+        # host-bound step loses the GPU.
+        runtime = sorted(r["runtime"].items(), key=lambda kv: -kv[1][1])
+        syncs = [(k, v) for k, v in runtime if SYNCS.search(k)]
+        launches = sum(v[0] for k, v in runtime if "Launch" in k)
+        print(f"  host CUDA calls per step: {launches:.0f} launches, "
+              + (", ".join(f"{k} x{c:.1f} ({ms:.2f} ms)" for k, (c, ms) in syncs) or "no syncs"))
+        for k, (c, ms) in runtime[:6]:
+            print(f"    {ms:8.3f} ms  x{c:<7.1f} {k}")
     if len(runs) == 1:
         print(f"\ntop {a.top} kernels, ms per step:")
         for name, ms in collections.Counter(runs[0]["by_kernel"]).most_common(a.top):
