@@ -166,7 +166,10 @@ run_gpu_tests() {  # run_gpu_tests BIN NAME
     stage "$2" "FAIL: exit $rc after $passed passed (see $2.txt)"
     # Killed by a signal: once more under a debugger, for every thread's stack.
     if [ "$rc" -gt 128 ] && [ "$rc" != 137 ] && [ -n "$debugger" ] && [ "$(left)" -gt 150 ]; then
-      timeout 120 "$debugger" -batch -ex run -ex "thread apply all bt 30" \
+      # A jump to address 0 leaves no frames to unwind: the return address
+      # on top of the stack names the caller.
+      timeout 120 "$debugger" -batch -ex run -ex 'x/8a $sp' -ex 'info symbol *(void**)$sp' \
+        -ex "thread apply all bt 30" \
         --args "$1/gpu_test" > "$out/$2-backtrace.txt" 2>&1
       stage "$2-backtrace" "$(basename "$debugger") wrote $2-backtrace.txt"
     fi

