@@ -47,7 +47,7 @@ if [ "${1:-}" = "--fetch-debs" ]; then
   exit 0
 fi
 
-programs=(gpu_test device_test trainctl trainctl-coordinator trainctl-worker)
+programs=(gpu_test device_test libstdcxx_binding_test trainctl trainctl-coordinator trainctl-worker)
 if [ "${1:-}" = "--prebuild" ]; then
   python="${TORCH_PYTHON:-python3}"
   torch_cmake=$("$python" -W ignore -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || exit 1
@@ -176,6 +176,10 @@ run_gpu_tests() {  # run_gpu_tests BIN NAME
   fi
   "$1/device_test" > "$out/$2-device-test.txt" 2>&1 ||
     stage "$2-device-test" "FAIL (see $2-device-test.txt)"
+  # Whether our libstdc++ calls reach the system's library, not the wheel's
+  # exported copy (tests/unit/libstdcxx_binding_test.cc).
+  "$1/libstdcxx_binding_test" > "$out/$2-libstdcxx.txt" 2>&1 ||
+    stage "$2-libstdcxx" "FAIL (see $2-libstdcxx.txt)"
 }
 
 # --- 02: configure and build what the checks run, in the background while
@@ -210,6 +214,10 @@ if [ -n "$no_build" ]; then
 elif wait "$build_pid"; then
   bin="$build/bin"
   ldd "$bin/trainctl-worker" > "$out/02-ldd.txt" 2>&1
+  # The link order decides whose libstdc++ symbols the programs use.
+  { readelf -d "$bin/gpu_test" | grep -E 'NEEDED|PATH' | head -8
+    [ -f "$build/build.ninja" ] && ninja -C "$build" -t commands bin/gpu_test | tail -1
+  } > "$out/02-link.txt" 2>&1
   stage 02-build "ok ($("$bin/trainctl-worker" --version 2>&1 | tr '\n' ' '))"
   # --- 03: the GPU tests, built here (the throughput comes first when the
   # carried programs have run them and time is short)

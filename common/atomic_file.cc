@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,6 +157,37 @@ absl::Status MakeDirs(const std::string& dir, unsigned mode) {
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " exists and is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// nftw calls back through a plain function: the first failure waits here.
+thread_local std::string remove_tree_failure;
+
+int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
+  const int rc = type == FTW_DP ? ::rmdir(path) : ::unlink(path);
+  if (rc != 0 && errno != ENOENT) {
+    remove_tree_failure = absl::StrCat("cannot remove ", path, ": ", std::strerror(errno));
+    return 1;  // stops the walk
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus() : ErrnoError("cannot stat", path);
+  }
+  remove_tree_failure.clear();
+  // Depth first (children before their directory), never through a symlink.
+  if (::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+    return absl::InternalError(remove_tree_failure.empty()
+                                   ? absl::StrCat("cannot walk ", path, ": ", std::strerror(errno))
+                                   : remove_tree_failure);
   }
   return absl::OkStatus();
 }

@@ -52,6 +52,13 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // exists already as a directory.
 absl::Status MakeDirs(const std::string& dir, unsigned mode = 0755);
 
+// rm -rf: `path` and, for a directory, everything under it, without
+// following symlinks. OK when it does not exist; otherwise the first failure,
+// naming the entry. (Here rather than std::filesystem::remove_all: the torch
+// 2.x wheel exports a libstdc++ of its own whose copy of that function can
+// take the calls of a program linked against it; docs/gpu.md.)
+absl::Status RemoveTree(const std::string& path);
+
 // Removes temporary files that writers which died mid-write left in `dir`;
 // returns how many were removed.
 int RemoveStaleTemporaries(const std::string& dir);

@@ -4,16 +4,18 @@
 // the object goes, so a suite run leaves nothing behind: CI machines can be
 // short of disk, and a suite that leaked its clusters' state and checkpoints
 // filled them. Kept, and its path printed, when the test failed or
-// TRAINCTL_KEEP_TEST_DIRS is set, for whoever debugs it. Torch-free.
+// TRAINCTL_KEEP_TEST_DIRS is set, for whoever debugs it. Torch-free, and
+// free of std::filesystem, which a test linked with the torch 2.x wheel can
+// bind to the wheel's copy (common/atomic_file.h).
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <string>
-#include <system_error>
+
+#include "common/atomic_file.h"
 
 namespace trainctl::testing {
 
@@ -21,10 +23,9 @@ class ScopedTempDir {
  public:
   // Under $TMPDIR (else /tmp), named `prefix` plus a unique suffix.
   explicit ScopedTempDir(const std::string& prefix) {
-    std::error_code error;
-    std::filesystem::path base = std::filesystem::temp_directory_path(error);
-    if (error) base = "/tmp";
-    std::string pattern = (base / (prefix + ".XXXXXX")).string();
+    const char* tmpdir = getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/" + prefix + ".XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) {
       ADD_FAILURE() << "mkdtemp " << pattern << " failed";
       return;
@@ -37,8 +38,7 @@ class ScopedTempDir {
       std::cerr << "kept " << path_ << " for inspection\n";
       return;
     }
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    (void)RemoveTree(path_);
   }
   ScopedTempDir(const ScopedTempDir&) = delete;
   ScopedTempDir& operator=(const ScopedTempDir&) = delete;

@@ -110,6 +110,23 @@ TEST_F(AtomicFileTest, MakeDirsKeepsARelativePathRelative) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
+TEST_F(AtomicFileTest, RemoveTreeRemovesEverythingButFollowsNoLink) {
+  ASSERT_TRUE(MakeDirs(dir_ + "/tree/a/b").ok());
+  ASSERT_TRUE(MakeDirs(dir_ + "/outside").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/tree/a/b/deep.txt", "x").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/tree/top.txt", "y").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/outside/kept.txt", "z").ok());
+  ASSERT_EQ(::symlink((dir_ + "/outside").c_str(), (dir_ + "/tree/a/link").c_str()), 0);
+  ASSERT_TRUE(RemoveTree(dir_ + "/tree").ok());
+  struct stat st;
+  EXPECT_NE(::lstat((dir_ + "/tree").c_str(), &st), 0);
+  EXPECT_EQ(*ReadWholeFile(dir_ + "/outside/kept.txt"), "z");  // the link, not its target
+  // Absent is done; a file is removed as one.
+  EXPECT_TRUE(RemoveTree(dir_ + "/tree").ok());
+  EXPECT_TRUE(RemoveTree(dir_ + "/outside/kept.txt").ok());
+  EXPECT_NE(::lstat((dir_ + "/outside/kept.txt").c_str(), &st), 0);
+}
+
 TEST(IsInsideDirTest, ResolvesDotsLexically) {
   EXPECT_TRUE(IsInsideDir("/ckpt/job-1/step-1.ckpt", "/ckpt/job-1"));
   EXPECT_TRUE(IsInsideDir("/ckpt/job-1/./a/../step.ckpt", "/ckpt/job-1/"));

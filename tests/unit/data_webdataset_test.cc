@@ -1,10 +1,10 @@
 // LoadDatasets: format webdataset, tar shards of images with .cls labels.
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "tests/unit/data_test_util.h"
 #include "tests/unit/image_test_util.h"
 #include "tests/unit/tar_test_util.h"
@@ -62,7 +62,7 @@ TEST_F(WebDatasetTest, PngSamplesDecodeExactlyWithTheirLabels) {
 }
 
 TEST_F(WebDatasetTest, JpegGrayscaleAndShardsInADirectory) {
-  std::filesystem::create_directories(dir_ + "/shards");
+  ASSERT_TRUE(MakeDirs(dir_ + "/shards").ok());
   for (int s = 0; s < 2; ++s) {
     std::vector<std::pair<std::string, std::string>> files;
     for (int k = 0; k < 3; ++k) {

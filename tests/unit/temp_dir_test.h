@@ -1,28 +1,30 @@
 #pragma once
 
 // A fixture whose tests each get a fresh temporary directory for the files
-// they write, removed afterwards. Torch-free.
+// they write, removed afterwards. Torch-free, and free of std::filesystem
+// (tests/common/scoped_temp_dir.h says why).
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "common/atomic_file.h"
 
 namespace trainctl::testing {
 
 class TempDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "trainctl_test.XXXXXX")
-            .string();
+    const char* tmpdir = getenv("TMPDIR");
+    std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
+                       "/trainctl_test.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { EXPECT_TRUE(RemoveTree(dir_).ok()) << dir_; }
 
   // Writes `bytes` to dir_/name, gzip-compressed when asked; returns the
   // path.

@@ -3,16 +3,19 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/atomic_file.h"
 #include "worker/train/torch_compat.h"
 
 namespace trainctl::train {
@@ -131,18 +134,14 @@ absl::StatusOr<std::string> StepProfiler::StopAndWrite() {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("profile: stopping torch's profiler: ", e.what()));
   }
-  const std::filesystem::path folder =
-      std::filesystem::path(spec_.dir()) / job_id_;
+  const std::string folder = absl::StrCat(spec_.dir(), "/", job_id_);
   const std::string path =
-      (folder / absl::StrCat("rank-", rank_, "-steps-", first_traced_, "-",
-                             last_traced_ < first_traced_ ? first_traced_ : last_traced_,
-                             ".json"))
-          .string();
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  if (error) {
-    return absl::InternalError(absl::StrCat("profile.dir: cannot create ",
-                                            folder.string(), ": ", error.message()));
+      absl::StrCat(folder, "/rank-", rank_, "-steps-", first_traced_, "-",
+                   last_traced_ < first_traced_ ? first_traced_ : last_traced_, ".json");
+  // POSIX calls, not std::filesystem, in a program that links torch
+  // (common/atomic_file.h says why).
+  if (absl::Status made = MakeDirs(folder); !made.ok()) {
+    return absl::InternalError(absl::StrCat("profile.dir: ", made.message()));
   }
   // Written aside, then renamed: a reader never sees half a trace.
   const std::string partial = path + ".partial";
@@ -153,16 +152,15 @@ absl::StatusOr<std::string> StepProfiler::StopAndWrite() {
     } catch (const c10::Error&) {
       WriteOperatorTrace(*result, rank_, partial);  // a LibTorch without Kineto
     }
-    if (!std::filesystem::exists(partial)) throw std::runtime_error("no file was written");
+    if (::access(partial.c_str(), F_OK) != 0) throw std::runtime_error("no file was written");
   } catch (const std::exception& e) {
     std::remove(partial.c_str());
     return absl::InternalError(absl::StrCat("profile: writing ", path, ": ", e.what()));
   }
-  std::filesystem::rename(partial, path, error);
-  if (error) {
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
     std::remove(partial.c_str());
-    return absl::InternalError(absl::StrCat("profile.dir: cannot write ", path, ": ",
-                                            error.message()));
+    return absl::InternalError(absl::StrCat("profile.dir: cannot write ", path, ": ", reason));
   }
   return path;
 }
