@@ -224,7 +224,10 @@ TEST_F(RankMetricsTest, RankZeroReportsTheMinMeanAndMaxOfEveryRanksValues) {
 // samples) report the same numbers.
 // A rank made slow in compute (the test-only slow_compute hook) is reported
 // by rank 0 once it has been slow for straggler_steps steps; training goes
-// on. With straggler_ratio 0 nothing is reported.
+// on. With straggler_ratio 0 nothing is reported. Only the compute phase is
+// asserted: data waits are what a loaded machine makes them (a CI run once
+// reported a data straggler beside it), and the 150 ms delay keeps the
+// slow rank above 1.5 times its peer's compute however loaded.
 TEST_F(RankMetricsTest, RankZeroNamesARankThatComputesSlowerThanItsPeers) {
   for (const double ratio : {1.5, 0.0}) {
     SCOPED_TRACE(ratio);
@@ -240,17 +243,21 @@ TEST_F(RankMetricsTest, RankZeroNamesARankThatComputesSlowerThanItsPeers) {
             reported_.push_back(point);
           };
           if (rank == 1) {
-            ctx.faults = *FaultHooks::Parse("slow_compute:rank=1,step=0,ms=60");
+            ctx.faults = *FaultHooks::Parse("slow_compute:rank=1,step=0,ms=150");
           }
         });
     ASSERT_EQ(ranks.size(), 2u);
     EXPECT_EQ(ranks[0].steps, 12);  // not stopped for it
-    const std::vector<v1::MetricPoint> found = Reported("straggler");
+    const std::vector<v1::MetricPoint> all = Reported("straggler");
     if (ratio == 0) {
-      EXPECT_TRUE(found.empty());
+      EXPECT_TRUE(all.empty());
       continue;
     }
-    ASSERT_EQ(found.size(), 1u);
+    std::vector<v1::MetricPoint> found;  // the compute phase's
+    for (const v1::MetricPoint& p : all) {
+      if (Value(p, "phase") == 1) found.push_back(p);
+    }
+    ASSERT_EQ(found.size(), 1u) << found.size() << " compute reports";
     EXPECT_EQ(found[0].step(), 8);  // two windows of 4 steps
     EXPECT_EQ(Value(found[0], "rank"), 1);
     EXPECT_EQ(Value(found[0], "phase"), 1);  // compute
