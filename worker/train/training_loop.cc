@@ -1,0 +1,490 @@
+#include "worker/train/training_loop.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/shard_plan.h"
+#include "common/status_macros.h"
+#include "worker/support/shard_manifest.h"
+#include "worker/train/autocast_scope.h"
+#include "worker/train/evaluation.h"
+#include "worker/train/optim/optimizers.h"
+#include "worker/train/optim/schedule.h"
+#include "worker/train/rank_spread.h"
+
+namespace trainctl::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// What every rank contributes at a log step, in this order (one all-gather):
+// its own loss before averaging, and its view of the logging window.
+constexpr const char* kRankValues[] = {"loss",         "step_ms",
+                                       "samples_per_sec", "data_ms",
+                                       "compute_ms",   "comm_ms",
+                                       "optimizer_ms"};
+enum RankValue { kLoss, kStepMs, kSamplesPerSec, kDataMs, kComputeMs, kCommMs,
+                 kOptimizerMs, kNumRankValues };
+
+// The train metric's cross-rank values from every rank's kRankValues.
+// `loss` itself is left to the caller (it is the all-reduced mean).
+void AddRankSpreads(const std::vector<std::vector<double>>& rows,
+                    std::map<std::string, double>* values) {
+  const Spread loss = SpreadOf(rows, kLoss);
+  (*values)["loss_min"] = loss.min;
+  (*values)["loss_max"] = loss.max;
+  for (int v = kStepMs; v < kNumRankValues; ++v) {
+    AddSpread(kRankValues[v], SpreadOf(rows, v), values);
+  }
+  // In synchronous data parallelism every rank's step takes about as long:
+  // the others wait in the all-reduce for the slowest. What tells it apart
+  // is the time it does not spend waiting for the others.
+  std::vector<std::vector<double>> working;
+  for (const auto& row : rows) working.push_back({row[kStepMs] - row[kCommMs]});
+  (*values)["slowest_rank"] = SpreadOf(working, 0).max_rank;
+}
+
+}  // namespace
+
+MetricReporter::MetricReporter(const RankContext& ctx, MetricSinks sinks)
+    : ctx_(ctx), sinks_(std::move(sinks)) {}
+
+void MetricReporter::Report(const char* kind, int64_t step, int epoch,
+                            const std::map<std::string, double>& values) {
+  if (ctx_.rank != 0 || (!ctx_.report && sinks_.empty())) return;
+  v1::MetricPoint point;
+  point.set_kind(kind);
+  point.set_step(step);
+  point.set_epoch(epoch);
+  point.set_rank(ctx_.rank);
+  point.set_time_unix_ms(RealClock().NowUnixMs());
+  for (const auto& [k, v] : values) (*point.mutable_values())[k] = v;
+  if (ctx_.report) ctx_.report(point);
+  sinks_.Write(point);
+}
+
+TrainingLoop::TrainingLoop(const v1::JobSpec& spec, const RankContext& ctx,
+                           MetricSinks sinks)
+    : spec_(spec),
+      t_(spec.training()),
+      ctx_(ctx),
+      reporter_(ctx, std::move(sinks)),
+      progress_(ctx.progress ? *ctx.progress : local_progress_),
+      comm_timer_(ctx.device),
+      profiler_(spec.profile(), ctx.job_id, ctx.rank, std::cerr) {}
+
+// The prefetcher's thread reads the data and the model's device: it stops
+// first.
+TrainingLoop::~TrainingLoop() { batches_.reset(); }
+
+absl::Status TrainingLoop::Prepare() {
+  RETURN_IF_ERROR(LoadData());
+  RETURN_IF_ERROR(BuildModelAndOptimizer());
+  RETURN_IF_ERROR(ResumeFromCheckpoint());
+  if (!ctx_.faults.sample_log_dir.empty()) {
+    sample_log_.open(absl::StrCat(ctx_.faults.sample_log_dir, "/", ctx_.job_id, "-g",
+                                  ctx_.generation, "-r", ctx_.rank, ".samples"),
+                     std::ios::app);
+  }
+  ReportPlan();
+  local_sgd_ = t_.local_sgd_steps() > 0;
+  // A request to stop is honoured only where it loses nothing: a job that
+  // writes no checkpoints trains on (every rank decides so alike).
+  can_stop_ = !spec_.checkpoint().dir().empty();
+  // Rank 0 names a rank whose own work stays above its peers'.
+  const v1::FaultToleranceSpec& ft = spec_.fault_tolerance();
+  if (ctx_.rank == 0 && ctx_.world_size > 1 && ft.straggler_ratio() > 0) {
+    StragglerWatch::Options options;
+    options.ratio = ft.straggler_ratio();
+    options.min_steps = ft.straggler_steps();
+    stragglers_.emplace(options);
+  }
+  StartBatches();
+  window_ = StepTimes();  // the first window starts with the first step
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::LoadData() {
+  const auto load_start = Clock::now();
+  ASSIGN_OR_RETURN(data_, ctx_.load_data ? ctx_.load_data() : LoadDatasets(spec_));
+  data_wait_ms_ = Seconds(load_start) * 1000;
+  // Nodes that hold different shard files must not train on different
+  // data: every rank checks what it sees against rank 0.
+  if (ctx_.group) {
+    ASSIGN_OR_RETURN(const std::string rank_zero,
+                     BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, data_.manifest));
+    if (std::string why = ManifestDifference(rank_zero, data_.manifest, ctx_.rank);
+        !why.empty()) {
+      return absl::InvalidArgumentError(why);
+    }
+  }
+  micro_batch_ = t_.batch_size();
+  accum_ = t_.grad_accum_steps();
+  samples_per_step_ = micro_batch_ * accum_;
+  steps_per_epoch_ = data_.train->size() / samples_per_step_;
+  if (steps_per_epoch_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.batch_size: ", micro_batch_, " x grad_accum_steps ", accum_,
+        " is larger than the ", data_.train->size(), " training samples"));
+  }
+  total_steps_ = steps_per_epoch_ * t_.epochs();
+  if (t_.max_steps() > 0) total_steps_ = std::min(total_steps_, t_.max_steps());
+  tokens_per_sample_ = spec_.task() == "language_model" && !data_.info.input_shape.empty()
+                           ? data_.info.input_shape.back()
+                           : 0;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::BuildModelAndOptimizer() {
+  {
+    // Initialisation draws from torch's global generator; ranks that share a
+    // process (tests run them as threads) must not interleave their draws.
+    static std::mutex init_mu;
+    std::lock_guard<std::mutex> lock(init_mu);
+    torch::manual_seed(spec_.seed());
+    ASSIGN_OR_RETURN(model_, BuildModel(spec_, data_.info));
+  }
+  model_->To(ctx_.device);
+  model_->SetTraining(true);
+  params_ = model_->Parameters();
+  if (params_.empty()) {
+    return absl::InvalidArgumentError("model: has no trainable parameters");
+  }
+  BroadcastFromRankZero(ctx_.group, params_);
+  optimizer_ = BuildOptimizer(spec_.optimizer(), params_);
+  sync_ = std::make_unique<RankCollectives>(params_, ctx_.group, ctx_.world_size);
+  buckets_ = std::make_unique<GradientBuckets>(params_, ctx_.group, ctx_.world_size,
+                                               int64_t{t_.bucket_mb()} << 20);
+  if (t_.precision() == "fp16") {
+    scaler_ = std::make_unique<DynamicLossScaler>(65536.0, 2000, ctx_.device);
+  }
+  checkpoints_ = std::make_unique<Checkpointer>(
+      spec_, ctx_, TrainingStateRefs{model_.get(), optimizer_.get(), params_, scaler_.get()});
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::ResumeFromCheckpoint() {
+  ASSIGN_OR_RETURN(std::optional<TrainingCursor> resumed,
+                   checkpoints_->Resume(samples_per_step_, data_.train->size()));
+  if (!resumed) return absl::OkStatus();
+  first_step_ = resumed->epoch * steps_per_epoch_ + resumed->samples_in_epoch / samples_per_step_;
+  // Saved by a trainctl whose epochs visited the data in another order: the
+  // rest of this epoch follows the new one, so it may repeat or skip
+  // samples. Said, not hidden; exact from the next epoch.
+  if (resumed->epoch_order != kEpochOrderVersion && resumed->samples_in_epoch > 0) {
+    epoch_order_changed_ = true;
+    if (ctx_.rank == 0) {
+      std::cerr << "trainctl: the checkpoint was written with data order "
+                << resumed->epoch_order << "; this trainctl uses order " << kEpochOrderVersion
+                << ", so the rest of epoch " << resumed->epoch << " is drawn from the new order "
+                << "and may repeat or skip samples; every epoch after it is exact\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+void TrainingLoop::ReportPlan() {
+  std::map<std::string, double> plan = {
+      {"total_steps", double(total_steps_)},
+      {"steps_per_epoch", double(steps_per_epoch_)},
+      {"train_samples", double(data_.train->size())},
+      {"eval_samples", double(data_.eval ? data_.eval->size() : 0)},
+      {"first_step", double(first_step_)},
+      {"data_wait_ms", data_wait_ms_}};
+  double parameter_count = 0;
+  for (const auto& p : params_) parameter_count += p.numel();
+  plan["parameters"] = parameter_count;
+  plan.insert(ctx_.startup.begin(), ctx_.startup.end());
+  plan.insert(data_.plan_facts.begin(), data_.plan_facts.end());
+  if (epoch_order_changed_) plan["epoch_order_changed"] = 1;
+  reporter_.Report("plan", 0, 0, plan);
+}
+
+void TrainingLoop::StartBatches() {
+  BatchPlan plan;
+  plan.seed = spec_.seed();
+  plan.steps_per_epoch = steps_per_epoch_;
+  plan.grad_accum = accum_;
+  plan.micro_batch = micro_batch_;
+  plan.first_step = first_step_;
+  plan.total_steps = total_steps_;
+  plan.keep_indices = sample_log_.is_open();
+  plan.rank = ctx_.rank;
+  plan.world_size = ctx_.world_size;
+  batches_ = std::make_unique<BatchPrefetcher>(*data_.train, plan, ctx_.device,
+                                               t_.prefetch_batches(),
+                                               data_.train_transforms.get());
+}
+
+absl::StatusOr<TrainResult> TrainingLoop::Run() {
+  result_.first_step = first_step_;
+  int64_t step = first_step_;
+  while (step < total_steps_) {
+    const int epoch = static_cast<int>(step / steps_per_epoch_);
+    progress_.BeginStep(step);
+    profiler_.BeforeStep(step);
+    eval_now_.clear();
+    FireFaultHooks(step);
+    const double lr = ScheduledLr(spec_.scheduler(), spec_.optimizer().lr(), step, total_steps_);
+    SetLr(*optimizer_, lr);
+    buckets_->ZeroGrad();
+    // Summed on the device: read on the host at log steps only.
+    torch::Tensor local_loss =
+        torch::zeros({1}, torch::dtype(torch::kFloat32).device(ctx_.device));
+    RETURN_IF_ERROR(ForwardBackward(step, local_loss));
+    const bool log_now = (step + 1) % t_.log_every_steps() == 0 || step + 1 == total_steps_;
+    const Update update = SyncAndStep(step, log_now);
+    ++step;
+    ++window_.steps;
+    if (step == 1) reporter_.Report("first_step", step, epoch, {});
+    if (log_now) LogWindow(step, epoch, lr, update, local_loss);
+    if (EndStep(step, epoch, update.stop)) break;
+    profiler_.AfterStep(step - 1);
+  }
+  return Finish(step);
+}
+
+void TrainingLoop::FireFaultHooks(int64_t step) {
+  if (ctx_.faults.Fires("exit", ctx_.rank, ctx_.generation, step)) {
+    std::cerr << "fault hook: exiting before step " << step << std::endl;
+    _exit(3);
+  }
+  if (ctx_.faults.Fires("hang", ctx_.rank, ctx_.generation, step)) {
+    std::cerr << "fault hook: hanging before step " << step << std::endl;
+    for (;;) pause();
+  }
+  if (ctx_.faults.Fires("wait_for_stop", ctx_.rank, ctx_.generation, step)) {
+    std::cerr << "fault hook: waiting before step " << step << " until asked to stop"
+              << std::endl;
+    while (!(ctx_.stop_requested && ctx_.stop_requested())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_loss) {
+  for (int64_t m = 0; m < accum_; ++m) {
+    auto mark = Clock::now();
+    ASSIGN_OR_RETURN(Batch batch, batches_->Next());
+    window_.data += Seconds(mark);
+    if (sample_log_.is_open()) {
+      sample_log_ << step;
+      for (int64_t id : batch.indices) sample_log_ << ' ' << id;
+      sample_log_ << '\n';
+    }
+    mark = Clock::now();
+    {
+      AutocastScope autocast(t_.precision(), ctx_.device);
+      torch::Tensor loss;
+      if (model_->HasCustomLoss()) {
+        loss = model_->CustomLoss(batch.inputs, batch.targets);
+        if (loss.numel() != 1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model.path: ", spec_.model().path(), ": loss() returned a tensor of ",
+              loss.numel(), " elements; it must return a scalar"));
+        }
+        loss = loss.to(torch::kFloat32).reshape({}) / accum_;
+      } else {
+        loss = TaskLoss(spec_.task(), model_->Forward(batch.inputs), batch.targets) / accum_;
+      }
+      local_loss.add_(loss.detach().to(torch::kFloat32).reshape({1}));
+      // Only the last micro-batch's backward launches the all-reduce.
+      const bool last = m + 1 == accum_;
+      buckets_->SetSyncing(last && !local_sgd_);
+      if (last) {
+        buckets_->SetLoss(local_loss);
+        if (!local_sgd_) buckets_->SetStopVote(AskedToStop());
+      }
+      torch::Tensor scaled = scaler_ ? loss * scaler_->scale_tensor().reshape({}) : loss;
+      if (last && ctx_.faults.Fires("inf_gradient", ctx_.rank, ctx_.generation, step)) {
+        scaled = scaled * INFINITY;  // the all-reduce carries it to every rank
+      }
+      scaled.backward();
+    }
+    if (const int64_t ms = ctx_.faults.DelayMs("slow_compute", ctx_.rank, ctx_.generation, step)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
+    window_.compute += Seconds(mark);
+  }
+  if (sample_log_.is_open()) sample_log_.flush();
+  return absl::OkStatus();
+}
+
+TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
+  Update update;
+  progress_.Enter(LoopPosition::Phase::kAllReduce);
+  comm_timer_.Start();
+  update.mean_loss = buckets_->Finish();
+  comm_timer_.Stop();
+  // No read for a job that cannot stop (it costs a wait for the device).
+  update.stop = !local_sgd_ && can_stop_ && buckets_->StopVoted();
+  progress_.Enter(LoopPosition::Phase::kOptimizer);
+  const auto mark = Clock::now();
+  bool finite = true;
+  if (scaler_) {
+    finite = scaler_->Unscale(params_);
+    scaler_->Update(finite);
+  }
+  if (t_.max_grad_norm() > 0 || log_now) {
+    const torch::Tensor norm = sync_->GradientNorm();
+    if (t_.max_grad_norm() > 0) sync_->ClipGradients(norm, t_.max_grad_norm());
+    if (log_now) update.grad_norm = norm.item<double>();
+  }
+  if (finite) optimizer_->step();
+  window_.optimizer += Seconds(mark);
+  if (local_sgd_ && (step + 1) % t_.local_sgd_steps() == 0) {
+    comm_timer_.Start();
+    sync_->AverageParameters();
+    // Replicas agree only here: the votes to stop travel with the average.
+    for (const auto& row : sync_->GatherScalars({AskedToStop() ? 1.0 : 0.0})) {
+      update.stop = update.stop || row[0] > 0;
+    }
+    comm_timer_.Stop();
+  }
+  return update;
+}
+
+void TrainingLoop::LogWindow(int64_t step, int epoch, double lr, const Update& update,
+                             const torch::Tensor& local_loss) {
+  double loss = update.mean_loss.item<double>();
+  window_.comm = comm_timer_.TakeSeconds();
+  const double elapsed = Seconds(window_.start);
+  const double per_step = 1000.0 / window_.steps;
+  std::vector<double> mine(kNumRankValues);
+  mine[kLoss] = local_loss.item<double>();
+  mine[kStepMs] = elapsed * per_step;
+  mine[kSamplesPerSec] = elapsed > 0 ? window_.steps * samples_per_step_ / elapsed : 0;
+  mine[kDataMs] = window_.data * per_step;
+  mine[kComputeMs] = window_.compute * per_step;
+  mine[kCommMs] = window_.comm * per_step;
+  mine[kOptimizerMs] = window_.optimizer * per_step;
+  result_.logged.clear();
+  for (int v = 0; v < kNumRankValues; ++v) result_.logged[kRankValues[v]] = mine[v];
+  // Only at a log step: every rank's own values, in one small all-gather.
+  const std::vector<std::vector<double>> rank_rows = sync_->GatherScalars(mine);
+  // With local SGD the loss is per rank; report the mean.
+  if (local_sgd_) loss = SpreadOf(rank_rows, kLoss).mean;
+  result_.final_train_loss = loss;
+  std::map<std::string, double> values = {
+      {"loss", loss}, {"lr", lr}, {"grad_norm", update.grad_norm}};
+  AddRankSpreads(rank_rows, &values);
+  if (tokens_per_sample_ > 0) {
+    values["tokens_per_sec"] = values["samples_per_sec"] * tokens_per_sample_;
+  }
+  if (scaler_) values["loss_scale"] = scaler_->scale();
+  reporter_.Report("train", step, epoch, values);
+  if (stragglers_) {
+    std::vector<StragglerWatch::RankTimes> times;
+    for (const auto& row : rank_rows) times.push_back({row[kDataMs], row[kComputeMs]});
+    for (const StragglerWatch::Report& s : stragglers_->Observe(times, window_.steps)) {
+      reporter_.Report("straggler", step, epoch,
+                       {{"rank", s.rank},
+                        {"phase", static_cast<double>(s.phase)},
+                        {"ratio", s.ratio},
+                        {"steps", static_cast<double>(s.steps)},
+                        {"recovered", s.recovered ? 1.0 : 0.0}});
+    }
+  }
+  window_ = StepTimes();
+}
+
+void TrainingLoop::Evaluate(int64_t step, int epoch) {
+  if (!data_.eval) return;
+  progress_.Enter(LoopPosition::Phase::kEvaluation);
+  AutocastScope autocast(t_.precision(), ctx_.device);
+  EvalOptions options;
+  options.top_k = t_.eval_top_k();
+  options.per_class = t_.eval_per_class();
+  std::vector<std::string> confusion;
+  result_.eval = train::Evaluate(*model_, *data_.eval, spec_.task(), ctx_.rank,
+                                 ctx_.world_size, t_.eval_batch_size(), ctx_.device, *sync_,
+                                 options, ctx_.rank == 0 ? &confusion : nullptr);
+  reporter_.Report("eval", step, epoch, result_.eval);
+  if (!confusion.empty()) {
+    // Into the job's log, one line a row.
+    std::cout << "confusion matrix at step " << step << " (rows: label, "
+              << "columns: predicted class)\n";
+    for (const std::string& line : confusion) std::cout << line << "\n";
+    std::cout.flush();
+  }
+  eval_now_ = result_.eval;
+}
+
+bool TrainingLoop::EndStep(int64_t step, int epoch, bool stop) {
+  const bool epoch_end = step % steps_per_epoch_ == 0 || step == total_steps_;
+  if (t_.eval_every_steps() > 0 && step % t_.eval_every_steps() == 0 && !epoch_end) {
+    Evaluate(step, epoch);
+  }
+  if (epoch_end) Evaluate(step, epoch);
+  // A failed write loses that checkpoint, not the run; it is on stderr.
+  auto log_unsaved = [](const absl::Status& saved) {
+    if (!saved.ok()) std::cerr << saved.message() << std::endl;
+  };
+  log_unsaved(checkpoints_->Poll());  // a background write that has ended
+  // The last step ends the run anyway: a stop there is a plain finish.
+  stop = stop && step < total_steps_;
+  absl::Status saved;
+  if (checkpoints_->Due(step, epoch_end) || stop) saved = SaveCheckpoint(step);
+  log_unsaved(saved);
+  if (!stop) return false;
+  result_.stopped = true;
+  if (!saved.ok()) result_.stop_checkpoint_error = std::string(saved.message());
+  return true;
+}
+
+absl::Status TrainingLoop::SaveCheckpoint(int64_t steps_done) {
+  progress_.Enter(LoopPosition::Phase::kCheckpoint);
+  // Local SGD replicas drift between averages; save their mean.
+  if (local_sgd_ && steps_done % t_.local_sgd_steps() != 0) sync_->AverageParameters();
+  TrainingCursor cursor;
+  cursor.step = steps_done;
+  cursor.epoch = static_cast<int>(steps_done / steps_per_epoch_);
+  cursor.samples_in_epoch = (steps_done % steps_per_epoch_) * samples_per_step_;
+  cursor.global_batch = samples_per_step_;
+  cursor.train_samples = data_.train->size();
+  cursor.world_size = ctx_.world_size;
+  return checkpoints_->Save(cursor, eval_now_);
+}
+
+bool TrainingLoop::AskedToStop() {
+  const bool asked = ctx_.stop_requested && ctx_.stop_requested();
+  if (asked && !can_stop_ && !stop_ignored_said_) {
+    stop_ignored_said_ = true;
+    std::cerr << "rank " << ctx_.rank << ": asked to checkpoint and stop, but "
+              << "the job has no checkpoint.dir; training on" << std::endl;
+  }
+  return asked && can_stop_;
+}
+
+TrainResult TrainingLoop::Finish(int64_t step) {
+  profiler_.Finish();
+  if (checkpoints_->writing()) progress_.Enter(LoopPosition::Phase::kCheckpoint);
+  if (absl::Status saved = checkpoints_->Finish(); !saved.ok()) {
+    std::cerr << saved.message() << std::endl;
+    // Async: the stop's own write, the last one in flight.
+    if (result_.stopped && result_.stop_checkpoint_error.empty()) {
+      result_.stop_checkpoint_error = std::string(saved.message());
+    }
+  }
+  result_.steps = step;
+  result_.checkpoints = checkpoints_->written();
+  if (scaler_) result_.skipped_steps = scaler_->skipped_steps();
+  for (const auto& p : params_) result_.parameters.push_back(p.detach().cpu());
+  reporter_.sinks().Finish(spec_, ctx_, *model_, result_.stopped, step,
+                           static_cast<int>(step / steps_per_epoch_), result_.eval,
+                           data_.plan_facts);
+  return std::move(result_);
+}
+
+}  // namespace trainctl::train
