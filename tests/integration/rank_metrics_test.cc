@@ -26,7 +26,7 @@
 #include "tests/unit/tensorboard_reader.h"
 #include "worker/train/collective_group.h"
 #include "worker/train/grad_sync.h"
-#include "worker/train/rank_spread.h"
+#include "worker/support/rank_spread.h"
 #include "worker/train/trainer.h"
 
 namespace trainctl::train {

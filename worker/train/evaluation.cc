@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
 #include "worker/support/eval_metrics.h"
-#include "worker/train/rank_spread.h"
+#include "worker/support/rank_spread.h"
 
 namespace trainctl::train {
 

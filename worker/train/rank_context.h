@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "trainctl/v1/jobs.pb.h"
 #include "worker/train/data/dataset.h"
-#include "worker/train/fault_hooks.h"
-#include "worker/train/loop_position.h"
+#include "worker/support/fault_hooks.h"
+#include "worker/support/loop_position.h"
 #include "worker/train/torch_compat.h"
 
 namespace trainctl::train {

@@ -17,7 +17,7 @@
 #include "worker/train/evaluation.h"
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
-#include "worker/train/rank_spread.h"
+#include "worker/support/rank_spread.h"
 
 namespace trainctl::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/train/rank_spread.h"
+#include "worker/support/rank_spread.h"
 
 #include <cmath>
 #include <limits>

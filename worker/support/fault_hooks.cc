@@ -1,4 +1,4 @@
-#include "worker/train/fault_hooks.h"
+#include "worker/support/fault_hooks.h"
 
 #include <cstdlib>
 #include <iostream>
