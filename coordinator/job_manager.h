@@ -154,6 +154,9 @@ class JobManager {
                               std::shared_ptr<AgentLink> link);
   // The agent's stream closed: its ranks are lost.
   void WorkerDisconnected(const std::string& worker, const AgentLink* link);
+  // How soon after a generation ended on a rank's exit a lost worker is
+  // taken for that exit's cause (a node's peers notice its death first).
+  static constexpr int64_t kPeerExitWindowMs = 5'000;
   void Heartbeat(const std::string& worker);
   // The ranks' progress carried by a heartbeat (hang detection).
   void OnProgress(const std::string& worker, const v1::Heartbeat& beat);
@@ -259,6 +262,10 @@ class JobManager {
                     Outbox* outbox);
   void LoseWorkerLocked(const std::string& worker, const AgentLink* link,
                         const std::string& why, Outbox* outbox);
+  // A worker lost while its job restarts on a peer's exit of a moment ago:
+  // the job's reason and log name the loss as the cause.
+  void NameLossAfterPeerExitLocked(v1::Job& job, const std::string& worker, int rank,
+                                   const std::string& why);
 
   // --- fault tolerance (job_manager_faults.cc) ---
   // The current generation cannot go on: kill its ranks, then restart from

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "coordinator/job_manager.h"
@@ -88,9 +89,13 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
       rank->set_message(absl::StrCat("worker ", worker, " was lost: ", why));
       MarkDirtyLocked(job->id());
     }
-    if (failed.count(key.job_id) || job->state() != v1::JOB_STATE_RUNNING) {
+    if (failed.count(key.job_id)) continue;
+    if (job->state() == v1::JOB_STATE_RESTARTING) {
+      failed.insert(key.job_id);
+      NameLossAfterPeerExitLocked(*job, worker, key.rank, why);
       continue;
     }
+    if (job->state() != v1::JOB_STATE_RUNNING) continue;
     failed.insert(key.job_id);
     EndGenerationLocked(*job,
                         absl::StrCat("worker ", worker, " running rank ",
@@ -98,6 +103,33 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
                         /*counted=*/true, outbox);
   }
   ScheduleLocked(outbox);
+}
+
+void JobManager::NameLossAfterPeerExitLocked(v1::Job& job, const std::string& worker,
+                                             int rank, const std::string& why) {
+  // When a node dies, its peers' collectives fail at once (Gloo: "connection
+  // reset by peer") and their exits can reach the coordinator a moment
+  // before the dead node's stream closes. The generation has then ended on
+  // a symptom; the restart stays one, but the reason should name the cause.
+  // Only right after that end: a loss minutes later is news of its own.
+  if (job.transitions_size() == 0) return;
+  const v1::Transition& ended = job.transitions(job.transitions_size() - 1);
+  if (ended.to() != v1::JOB_STATE_RESTARTING ||
+      clock_.NowUnixMs() - ended.time_unix_ms() > kPeerExitWindowMs ||
+      !absl::StartsWith(ended.reason(), "rank ") ||
+      !absl::StrContains(ended.reason(), " exited with code ")) {
+    return;
+  }
+  const std::string loss =
+      absl::StrCat("worker ", worker, " running rank ", rank, " was lost: ", why);
+  job.set_reason(absl::StrCat(loss, " (the exit before it was most likely a symptom: ",
+                              ended.reason(), ")"));
+  MarkDirtyLocked(job.id());
+  RecordNoteLocked(job, rank,
+                   absl::StrCat("[trainctl] ", loss, ", ",
+                                clock_.NowUnixMs() - ended.time_unix_ms(),
+                                " ms after a peer's exit ended generation ",
+                                job.generation(), ": that exit was most likely a symptom"));
 }
 
 }  // namespace trainctl::coordinator
