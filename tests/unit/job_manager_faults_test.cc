@@ -1,59 +1,18 @@
 // JobManager's fault tolerance driven with fakes: restarts from checkpoints,
-// max_restarts, cancel during a restart, lost workers, hangs, the catalog and
+// max_restarts, cancel during a restart, hangs, the catalog and
 // its retention, resuming another job's checkpoint, re-adopting ranks after
-// a coordinator restart, and elastic growth.
+// a coordinator restart, and elastic growth (lost workers:
+// job_manager_lost_worker_test.cc).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/unit/job_manager_fixture.h"
+#include "tests/unit/job_manager_faults_fixture.h"
 
 namespace trainctl::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
-
-// ranks R, global batch `batch`, checkpoints under /ckpt, and `extra` YAML.
-std::string FaultSpec(int ranks, int batch, const std::string& extra,
-                      const std::string& checkpoint =
-                          "{dir: /ckpt, every_steps: 10}") {
-  return "name: ft\nranks: " + std::to_string(ranks) +
-         "\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
-         "training: {batch_size: " + std::to_string(batch) + "}\n" +
-         "checkpoint: " + checkpoint + "\n" + extra;
-}
-
-class JobManagerFaultsTest : public JobManagerTest {
- protected:
-  void Checkpoint(const std::string& worker, const std::string& job, int gen,
-                  int64_t step, std::map<std::string, double> metrics = {}) {
-    v1::RankCheckpoint c;
-    c.set_job_id(job);
-    c.set_generation(gen);
-    c.mutable_checkpoint()->set_step(step);
-    c.mutable_checkpoint()->set_path("/ckpt/" + job + "/step-" +
-                                     std::to_string(step) + ".ckpt");
-    c.mutable_checkpoint()->set_world_size(2);
-    for (const auto& [k, v] : metrics) {
-      (*c.mutable_checkpoint()->mutable_metrics())[k] = v;
-    }
-    ASSERT_TRUE(jobs_.OnRankCheckpoint(worker, c).ok());
-  }
-
-  void Progress(const std::string& worker, const std::string& job, int rank,
-                int64_t step, int64_t seq, const std::string& phase) {
-    v1::Heartbeat beat;
-    v1::RankHeartbeat* r = beat.add_ranks();
-    r->set_job_id(job);
-    r->set_generation(1);
-    r->set_rank(rank);
-    r->set_step(step);
-    r->set_collective_seq(seq);
-    r->set_phase(phase);
-    jobs_.Heartbeat(worker);
-    jobs_.OnProgress(worker, beat);
-  }
-};
 
 TEST_F(JobManagerFaultsTest, FailedRankRestartsFromLatestCheckpoint) {
   auto w1 = AddWorker("w1", 1);
@@ -125,103 +84,6 @@ TEST_F(JobManagerFaultsTest, CancelDuringRestartWins) {
   for (const auto& w : jobs_.Workers()) EXPECT_EQ(w.slots_free(), 1);
 }
 
-TEST_F(JobManagerFaultsTest, LostWorkerRestartsOnFewerRanks) {
-  auto w1 = AddWorker("w1", 1);
-  auto w2 = AddWorker("w2", 1);
-  auto w3 = AddWorker("w3", 1);
-  v1::Job job = *jobs_.Submit(
-      FaultSpec(3, 24, "fault_tolerance: {min_workers: 2}\n"), false);
-  Checkpoint("w1", job.id(), 1, 10);
-  jobs_.WorkerDisconnected("w3", w3.get());
-  v1::Job restarting = *jobs_.Get(job.id());
-  EXPECT_EQ(restarting.state(), v1::JOB_STATE_RESTARTING);
-  EXPECT_THAT(restarting.reason(), HasSubstr("worker w3 running rank 2 was lost"));
-  Exit("w1", job.id(), 0, -15);
-  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
-  Exit("w2", job.id(), 1, -15);
-  v1::Job running = *jobs_.Get(job.id());
-  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(running.world_size(), 2);
-  EXPECT_EQ(running.ranks_size(), 2);
-  EXPECT_EQ(w1->Assignments().back().world_size(), 2);
-  EXPECT_EQ(w1->Assignments().back().resume().step(), 10);
-}
-
-// A node dies: its peers' collectives fail at once, and a peer's exit can
-// reach the coordinator a moment before the dead node's stream closes. The
-// restart stays one; the job's reason and log name the lost worker as the
-// cause. A loss long after the exit is not taken for its cause.
-class LossAfterPeerExitTest : public JobManagerFaultsTest {
- protected:
-  // Rank 0 exits on a reset connection; `later_ms` after, w3 (rank 2) is
-  // lost. Fills ended_ (the job as the exit left it) and notes_.
-  v1::Job LoseW3After(int64_t later_ms) {
-    AddWorker("w1", 1);
-    AddWorker("w2", 1);
-    auto w3 = AddWorker("w3", 1);
-    v1::Job job = *jobs_.Submit(
-        FaultSpec(3, 24, "fault_tolerance: {min_workers: 2, max_restarts: 2}\n"), false);
-    Checkpoint("w1", job.id(), 1, 10);
-    Exit("w1", job.id(), 0, 1, "Connection reset by peer");
-    ended_ = *jobs_.Get(job.id());
-    EXPECT_EQ(ended_.state(), v1::JOB_STATE_RESTARTING);
-    clock_.AdvanceMs(later_ms);
-    jobs_.WorkerDisconnected("w3", w3.get());
-    const v1::Job after = *jobs_.Get(job.id());
-    EXPECT_EQ(after.state(), v1::JOB_STATE_RESTARTING);
-    EXPECT_EQ(after.restarts(), 1);  // one restart, whatever came first
-    EXPECT_EQ(after.ranks(2).state(), v1::RANK_STATE_LOST);
-    // The transition keeps what was known when it was made.
-    EXPECT_EQ(after.transitions().rbegin()->reason(), ended_.reason());
-    for (const v1::JobEvent& e : Events(job.id())) {
-      if (e.has_log() && e.log().text().rfind("[trainctl] worker", 0) == 0) {
-        notes_.push_back(e.log().text());
-      }
-    }
-    return after;
-  }
-  v1::Job ended_;
-  std::vector<std::string> notes_;
-};
-
-TEST_F(LossAfterPeerExitTest, ALossJustAfterAPeersExitIsNamedAsItsCause) {
-  const v1::Job job = LoseW3After(40);
-  EXPECT_THAT(ended_.reason(), HasSubstr("rank 0 on worker w1 exited with code 1"));
-  EXPECT_EQ(job.reason(),
-            "worker w3 running rank 2 was lost: its stream closed (the exit before it "
-            "was most likely a symptom: " + ended_.reason() + ")");
-  ASSERT_EQ(notes_.size(), 1u);
-  EXPECT_EQ(notes_[0],
-            "[trainctl] worker w3 running rank 2 was lost: its stream closed, 40 ms "
-            "after a peer's exit ended generation 1: that exit was most likely a symptom");
-  Exit("w2", job.id(), 1, -15);  // the survivor stops: generation 2 starts
-  const v1::Job running = *jobs_.Get(job.id());
-  EXPECT_EQ(running.state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(running.world_size(), 2);
-}
-
-TEST_F(LossAfterPeerExitTest, ALossLongAfterTheExitIsNotItsCause) {
-  const v1::Job job = LoseW3After(JobManager::kPeerExitWindowMs + 1);
-  EXPECT_EQ(job.reason(), ended_.reason());
-  EXPECT_TRUE(notes_.empty());
-}
-
-TEST_F(JobManagerFaultsTest, RestartWaitsWhenNoWorldSizeDividesTheBatch) {
-  auto w1 = AddWorker("w1", 1);
-  auto w2 = AddWorker("w2", 1);
-  auto w3 = AddWorker("w3", 1);
-  // 3 ranks with batch 9: 2 ranks would not split it evenly.
-  v1::Job job = *jobs_.Submit(
-      FaultSpec(3, 9, "fault_tolerance: {min_workers: 2}\n"), false);
-  jobs_.WorkerDisconnected("w3", w3.get());
-  Exit("w1", job.id(), 0, -15);
-  Exit("w2", job.id(), 1, -15);
-  v1::Job waiting = *jobs_.Get(job.id());
-  EXPECT_EQ(waiting.state(), v1::JOB_STATE_RESTARTING);
-  EXPECT_EQ(waiting.pending_reason(),
-            "needs 2 to 3 slots (a count that divides the batch of 9); 2 of "
-            "2 registered slots free");
-}
 
 TEST_F(JobManagerFaultsTest, HungRankIsNamedAndTheGenerationRestarts) {
   AddWorker("w1", 1);

@@ -1,0 +1,58 @@
+#pragma once
+
+// The fault-tolerance tests' spec and helpers on top of the JobManager
+// fixture: checkpoint reports and rank progress from fake agents.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tests/unit/job_manager_fixture.h"
+
+namespace trainctl::coordinator {
+
+// ranks R, global batch `batch`, checkpoints under /ckpt, and `extra` YAML.
+inline std::string FaultSpec(int ranks, int batch, const std::string& extra,
+                             const std::string& checkpoint =
+                                 "{dir: /ckpt, every_steps: 10}") {
+  return "name: ft\nranks: " + std::to_string(ranks) +
+         "\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+         "training: {batch_size: " + std::to_string(batch) + "}\n" +
+         "checkpoint: " + checkpoint + "\n" + extra;
+}
+
+class JobManagerFaultsTest : public JobManagerTest {
+ protected:
+  void Checkpoint(const std::string& worker, const std::string& job, int gen,
+                  int64_t step, std::map<std::string, double> metrics = {}) {
+    v1::RankCheckpoint c;
+    c.set_job_id(job);
+    c.set_generation(gen);
+    c.mutable_checkpoint()->set_step(step);
+    c.mutable_checkpoint()->set_path("/ckpt/" + job + "/step-" +
+                                     std::to_string(step) + ".ckpt");
+    c.mutable_checkpoint()->set_world_size(2);
+    for (const auto& [k, v] : metrics) {
+      (*c.mutable_checkpoint()->mutable_metrics())[k] = v;
+    }
+    ASSERT_TRUE(jobs_.OnRankCheckpoint(worker, c).ok());
+  }
+
+  void Progress(const std::string& worker, const std::string& job, int rank,
+                int64_t step, int64_t seq, const std::string& phase) {
+    v1::Heartbeat beat;
+    v1::RankHeartbeat* r = beat.add_ranks();
+    r->set_job_id(job);
+    r->set_generation(1);
+    r->set_rank(rank);
+    r->set_step(step);
+    r->set_collective_seq(seq);
+    r->set_phase(phase);
+    jobs_.Heartbeat(worker);
+    jobs_.OnProgress(worker, beat);
+  }
+};
+
+}  // namespace trainctl::coordinator
