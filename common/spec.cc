@@ -291,6 +291,7 @@ void ReadFaultTolerance(SpecReader& top, int ranks,
   f->set_first_step_timeout_s(
       s.Double("first_step_timeout_s", phase_default, 0.5, 86'400.0));
   f->set_elastic(s.Bool("elastic", false));
+  f->set_in_place(s.Bool("in_place", false));
   f->set_straggler_ratio(s.Double("straggler_ratio", 1.5, 0, 100));
   if (f->straggler_ratio() != 0 && f->straggler_ratio() <= 1) {
     s.Error(s.Path("straggler_ratio"),

@@ -29,6 +29,11 @@
 
 namespace trainctl::coordinator {
 
+// The world size in-place recovery goes on with: the most of `survivors`
+// ranks, at least min_workers (and 1), that divides the global batch; 0
+// when there is none.
+int InPlaceWorldSize(int survivors, int min_workers, int64_t global_batch);
+
 // Owns every job and drives it through its state machine: validates and
 // queues submissions, gang-assigns ranks to worker slots when enough are
 // free, turns rank exits and lost workers into final states, and records
@@ -272,6 +277,15 @@ class JobManager {
   // the latest checkpoint (RESTARTING, front of the queue) if restarts are
   // left, or end FAILED with `why`. `counted`: it uses up one of
   // fault_tolerance.max_restarts (a coordinator restart or a grow does not).
+  // In-place recovery (job_manager_in_place.cc), tried before a counted
+  // EndGenerationLocked once the lost ranks are marked EXITED or LOST: the
+  // survivors go on as the next generation, renumbered in their old order,
+  // on the most of them that divides the global batch and meets
+  // min_workers (the rest are stopped). False, with nothing changed, when
+  // it does not apply (not asked for, CUDA, a rank not yet in the group,
+  // too few left, no restarts left); then `why` says why, where in-place
+  // recovery was asked for.
+  bool RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox);
   void EndGenerationLocked(v1::Job& job, const std::string& why, bool counted,
                            Outbox* outbox);
   // The newest cataloged checkpoint of the job, if any.
@@ -359,6 +373,10 @@ class JobManager {
   // RUNNING jobs found at startup whose ranks may still be training: the
   // time by which their agents must re-adopt them. GUARDED_BY(mu_)
   std::map<std::string, int64_t> reattach_deadline_ms_;
+  // Per job, the latest generation that logged a train point: every one of
+  // its ranks was past its start then (in-place recovery's test, sooner
+  // than their heartbeats tell).
+  std::map<std::string, int> trained_generation_;
   const int64_t reattach_grace_ms_;
   Retention retention_;  // GUARDED_BY(mu_)
   // Dry runs waiting for a worker's data check, by request id.

@@ -77,7 +77,9 @@ absl::Status JobManager::OnRankStatus(const std::string& worker,
                                        worker, " exited with code ",
                                        status.exit_code());
         if (!message.empty()) absl::StrAppend(&why, ": ", message);
-        EndGenerationLocked(job, why, /*counted=*/true, &outbox);
+        if (!RecoverInPlaceLocked(job, why, &outbox)) {
+          EndGenerationLocked(job, why, /*counted=*/true, &outbox);
+        }
       } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
                              [](const v1::RankInfo& r) {
                                return r.state() == v1::RANK_STATE_EXITED;
@@ -125,6 +127,9 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
     *job.mutable_latest_eval() = point;
   } else if (point.kind() == "train") {
     *job.mutable_latest_train() = point;
+    if (metrics.generation() == job.generation()) {
+      trained_generation_[job.id()] = job.generation();
+    }
   } else if (point.kind() == "straggler" &&
              metrics.generation() == job.generation()) {
     NoteStragglerLocked(job, point);

@@ -1,6 +1,7 @@
 // JobManager: workers joining, leaving and keeping their leases, and what a
 // lost worker costs the jobs that had ranks on it.
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -78,7 +79,9 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
   std::set<WorkerRegistry::RankKey> lost = registry_.Remove(worker, link);
   if (registry_.Find(worker) != nullptr) return;  // a newer link owns the name
   TLOG_WARNING << "worker " << worker << " lost: " << why;
-  std::set<std::string> failed;
+  // Every rank the worker held is marked first: in-place recovery goes on
+  // with the others only.
+  std::map<std::string, WorkerRegistry::RankKey> first_lost;
   for (const auto& key : lost) {
     v1::Job* job = FindLocked(key.job_id);
     if (job == nullptr || job->generation() != key.generation) continue;
@@ -89,18 +92,20 @@ void JobManager::LoseWorkerLocked(const std::string& worker,
       rank->set_message(absl::StrCat("worker ", worker, " was lost: ", why));
       MarkDirtyLocked(job->id());
     }
-    if (failed.count(key.job_id)) continue;
+    first_lost.emplace(key.job_id, key);  // the set is ordered: lowest rank
+  }
+  for (const auto& [job_id, key] : first_lost) {
+    v1::Job* job = FindLocked(job_id);
     if (job->state() == v1::JOB_STATE_RESTARTING) {
-      failed.insert(key.job_id);
       NameLossAfterPeerExitLocked(*job, worker, key.rank, why);
       continue;
     }
     if (job->state() != v1::JOB_STATE_RUNNING) continue;
-    failed.insert(key.job_id);
-    EndGenerationLocked(*job,
-                        absl::StrCat("worker ", worker, " running rank ",
-                                     key.rank, " was lost: ", why),
-                        /*counted=*/true, outbox);
+    std::string lost_rank =
+        absl::StrCat("worker ", worker, " running rank ", key.rank, " was lost: ", why);
+    if (!RecoverInPlaceLocked(*job, lost_rank, outbox)) {
+      EndGenerationLocked(*job, lost_rank, /*counted=*/true, outbox);
+    }
   }
   ScheduleLocked(outbox);
 }

@@ -18,8 +18,9 @@ absl::Status CheckTransition(v1::JobState from, v1::JobState to) {
                 to == v1::JOB_STATE_FAILED;
       break;
     case v1::JOB_STATE_RUNNING:
+      // RUNNING again: a new generation recovered in place.
       allowed = IsFinal(to) || to == v1::JOB_STATE_RESTARTING ||
-                to == v1::JOB_STATE_PREEMPTED;
+                to == v1::JOB_STATE_PREEMPTED || to == v1::JOB_STATE_RUNNING;
       break;
     case v1::JOB_STATE_PREEMPTED:
       // SUCCEEDED: every rank finished its last step before the request to

@@ -277,7 +277,49 @@ void Rendezvous::Restore(const Scope& scope,
 }
 
 void Rendezvous::DropJob(const std::string& job_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    regroups_.erase(job_id);
+  }
   EndGeneration(job_id, std::numeric_limits<int>::max() - 1);
+}
+
+void Rendezvous::PostRegroup(const Scope& from,
+                             std::map<int, RegroupPlace> places) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    regroups_[from.job_id] = {from.generation, std::move(places)};
+  }
+  changed_.notify_all();
+}
+
+absl::StatusOr<Rendezvous::RegroupPlace> Rendezvous::AwaitRegroup(
+    const Scope& scope, int rank, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto decided = [&] {
+    auto it = regroups_.find(scope.job_id);
+    return it != regroups_.end() && it->second.from_generation == scope.generation;
+  };
+  if (absl::Status room = AddWaiterLocked(scope); !room.ok()) return room;
+  changed_.wait_until(lock, Deadline(timeout_ms), [&] {
+    return shutdown_ || decided() || !CheckOpenLocked(scope).ok();
+  });
+  RemoveWaiterLocked(scope);
+  if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
+  if (decided()) {
+    const auto& places = regroups_.at(scope.job_id).places;
+    auto place = places.find(rank);
+    if (place != places.end()) return place->second;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank, " of ", Describe(scope),
+        " has no place in the next generation (left out)"));
+  }
+  if (!CheckOpenLocked(scope).ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Describe(scope), " ended without in-place recovery"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "no regroup of ", Describe(scope), " within ", timeout_ms, " ms"));
 }
 
 void Rendezvous::Shutdown() {

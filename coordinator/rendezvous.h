@@ -92,6 +92,24 @@ class Rendezvous {
   // Forgets and closes every generation of the job, present and future.
   void DropJob(const std::string& job_id);
 
+  // In-place recovery: where a surviving rank of an ended generation goes.
+  struct RegroupPlace {
+    int generation = 0;
+    int rank = 0;
+    int world_size = 0;
+  };
+  // The survivors of generation `from` (by their rank in it) and their
+  // places in the next one; posted before EndGeneration closes `from`. Only
+  // a job's latest regroup is kept.
+  void PostRegroup(const Scope& from, std::map<int, RegroupPlace> places);
+  // Waits, at most timeout_ms, until the coordinator has decided what
+  // becomes of `rank` of `scope`'s generation. FAILED_PRECONDITION when the
+  // generation ended without a place for it (a restart from the checkpoint,
+  // the job's end, or it was left out); DEADLINE_EXCEEDED when nothing was
+  // decided in time; UNAVAILABLE when shutting down.
+  absl::StatusOr<RegroupPlace> AwaitRegroup(const Scope& scope, int rank,
+                                            int64_t timeout_ms);
+
   // Ends every blocked Get/Wait now with UNAVAILABLE, and all later ones.
   void Shutdown();
 
@@ -125,6 +143,12 @@ class Rendezvous {
   // Per job, the generations below this one are closed. GUARDED_BY(mu_)
   std::map<std::string, int64_t> closed_below_;
   bool shutdown_ = false;  // GUARDED_BY(mu_)
+  // Per job, its latest regroup: the generation it left and the places.
+  struct Regroup {
+    int from_generation = 0;
+    std::map<int, RegroupPlace> places;
+  };
+  std::map<std::string, Regroup> regroups_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace trainctl::coordinator

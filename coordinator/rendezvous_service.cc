@@ -109,4 +109,18 @@ grpc::Status RendezvousService::NumKeys(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status RendezvousService::AwaitRegroup(grpc::ServerContext* ctx,
+                                             const v1::AwaitRegroupRequest* req,
+                                             v1::AwaitRegroupResponse* resp) {
+  if (auto s = Admit(*ctx, req->scope()); !s.ok()) return s;
+  absl::StatusOr<Rendezvous::RegroupPlace> place =
+      store_.AwaitRegroup(ToScope(req->scope()), req->rank(), WaitMs(req->timeout_ms()));
+  if (!place.ok()) return ToGrpcStatus(place.status());
+  resp->set_generation(place->generation);
+  resp->set_rank(place->rank);
+  resp->set_world_size(place->world_size);
+  resp->set_rendezvous_key(auth_.RendezvousKey(req->scope().job_id(), place->generation));
+  return grpc::Status::OK;
+}
+
 }  // namespace trainctl::coordinator

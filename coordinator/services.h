@@ -172,6 +172,10 @@ class RendezvousService final : public v1::Rendezvous::Service {
   // Only a file the job's spec ships, to a rank of its current generation.
   grpc::Status FetchFile(grpc::ServerContext* ctx, const v1::FetchFileRequest* req,
                          grpc::ServerWriter<v1::FileChunk>* writer) override;
+  // In-place recovery: the caller's place in the next generation, with
+  // that generation's key.
+  grpc::Status AwaitRegroup(grpc::ServerContext* ctx, const v1::AwaitRegroupRequest* req,
+                            v1::AwaitRegroupResponse* resp) override;
 
  private:
   // OK when the call carries the key of `scope`'s generation.

@@ -101,6 +101,34 @@ TEST(RendezvousTest, AnEndedGenerationIsClosedAndTheNextOneOpen) {
   EXPECT_TRUE(r.Set(kGen2, "a", "3").ok());
 }
 
+// In-place recovery: a survivor waits for its place in the next generation;
+// one that has none, or whose generation ended without a regroup, hears so.
+TEST(RendezvousTest, ASurvivorWaitsForItsPlaceInTheNextGeneration) {
+  Rendezvous r;
+  auto waiting = std::async(std::launch::async,
+                            [&] { return r.AwaitRegroup(kGen1, 2, 60'000); });
+  r.PostRegroup(kGen1, {{0, {2, 0, 2}}, {2, {2, 1, 2}}});
+  r.EndGeneration("job-1", 1);
+  absl::StatusOr<Rendezvous::RegroupPlace> place = waiting.get();
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 2);
+  EXPECT_EQ(place->rank, 1);
+  EXPECT_EQ(place->world_size, 2);
+  absl::Status left_out = r.AwaitRegroup(kGen1, 1, 0).status();
+  EXPECT_EQ(left_out.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(left_out.message(), HasSubstr("rank 1 of job job-1 generation 1 has no place"));
+  // Generation 2 has not been regrouped: nothing yet, then its end says so.
+  EXPECT_EQ(r.AwaitRegroup(kGen2, 0, 10).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  r.EndGeneration("job-1", 2);
+  absl::Status ended = r.AwaitRegroup(kGen2, 0, 60'000).status();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(ended.message(), HasSubstr("ended without in-place recovery"));
+  r.DropJob("job-1");
+  EXPECT_EQ(r.AwaitRegroup(kGen1, 2, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(RendezvousTest, KeysAndBytesAreBounded) {
   Rendezvous r;
   EXPECT_EQ(r.Set(kGen1, "big",

@@ -1,0 +1,140 @@
+// JobManager's in-place recovery (fault_tolerance.in_place): when a rank is
+// lost, the surviving rank processes keep their model and optimizer state
+// in memory and go on as the next generation, on fewer ranks, instead of
+// every process being killed and the job reloading its last checkpoint.
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/job_manager.h"
+
+namespace trainctl::coordinator {
+
+int InPlaceWorldSize(int survivors, int min_workers, int64_t global_batch) {
+  const int fewest = std::max(1, min_workers);
+  for (int world = survivors; world >= fewest; --world) {
+    if (global_batch > 0 && global_batch % world == 0) return world;
+  }
+  return 0;
+}
+
+bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox) {
+  const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
+  if (!ft.in_place() || job.state() != v1::JOB_STATE_RUNNING ||
+      job.restarts() >= ft.max_restarts()) {
+    return false;
+  }
+  const int from = job.generation();
+  auto cannot = [&](const std::string& because) {
+    absl::StrAppend(&why, "; not recovered in place: ", because);
+    return false;
+  };
+  // Only survivors that are up and in the group can hand their state on;
+  // a generation still forming its group restarts as before.
+  auto trained = trained_generation_.find(job.id());
+  const bool all_past_start =
+      trained != trained_generation_.end() && trained->second == from;
+  std::vector<int> survivors;
+  for (const v1::RankInfo& rank : job.ranks()) {
+    if (rank.state() == v1::RANK_STATE_EXITED || rank.state() == v1::RANK_STATE_LOST) {
+      continue;
+    }
+    if (rank.gpu()) return cannot("it trains on CUDA (NCCL cannot be rebuilt in place yet)");
+    if (rank.state() != v1::RANK_STATE_RUNNING || !rank.joined() ||
+        !registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
+      return cannot(absl::StrCat("rank ", rank.rank(), " has not joined its group"));
+    }
+    // Past its start (the generation logged a step, or the rank's progress
+    // says so): a rank still loading or forming the first group holds no
+    // state worth keeping, and would not notice the regroup (one already
+    // regrouping, "regroup", is past it).
+    const auto progress = std::find_if(
+        job.progress().begin(), job.progress().end(),
+        [&](const v1::RankProgress& p) { return p.rank() == rank.rank(); });
+    if (!all_past_start && (progress == job.progress().end() ||
+                            progress->phase().empty() || progress->phase() == "starting")) {
+      return cannot(absl::StrCat("rank ", rank.rank(), " is still starting"));
+    }
+    survivors.push_back(rank.rank());
+  }
+  const int world = InPlaceWorldSize(static_cast<int>(survivors.size()),
+                                     ft.min_workers(),
+                                     job.spec().training().batch_size());
+  if (world == 0) {
+    return cannot(absl::StrCat("no number of the ", survivors.size(),
+                               " ranks left that is at least min_workers (",
+                               ft.min_workers(), ") divides the global batch (",
+                               job.spec().training().batch_size(), ")"));
+  }
+
+  const int64_t now = clock_.NowUnixMs();
+  ChargeJobLocked(job, now);  // the old world size up to now
+  const int to = from + 1;
+  const int world_before = job.world_size();
+  std::map<int, Rendezvous::RegroupPlace> places;
+  std::map<std::string, v1::CoordinatorMessage> regroups;
+  std::map<std::string, v1::CoordinatorMessage> cancels;
+  std::vector<v1::RankInfo> kept;
+  for (size_t i = 0; i < survivors.size(); ++i) {
+    const v1::RankInfo& old = job.ranks(survivors[i]);
+    registry_.Release(old.worker(), {job.id(), from, old.rank()});
+    if (static_cast<int>(i) >= world) {
+      v1::CoordinatorMessage& cancel = cancels[old.worker()];
+      cancel.mutable_cancel()->set_job_id(job.id());
+      cancel.mutable_cancel()->set_generation(from);
+      cancel.mutable_cancel()->set_reason(absl::StrCat(
+          "recovered in place on ", world, " ranks (the global batch must divide)"));
+      continue;
+    }
+    const int rank = static_cast<int>(i);
+    places[old.rank()] = {to, rank, world};
+    v1::RankInfo info = old;
+    info.set_rank(rank);
+    info.set_joined(false);
+    info.set_last_report_seq(0);
+    registry_.Occupy(old.worker(), {job.id(), to, rank}, old.gpu_slot());
+    kept.push_back(std::move(info));
+    v1::RegroupRanks* regroup = regroups[old.worker()].mutable_regroup();
+    regroup->set_job_id(job.id());
+    regroup->set_from_generation(from);
+    regroup->set_generation(to);
+    regroup->set_world_size(world);
+    v1::RegroupRanks::Move* move = regroup->add_moves();
+    move->set_from_rank(old.rank());
+    move->set_rank(rank);
+  }
+  job.set_generation(to);
+  job.set_restarts(job.restarts() + 1);
+  job.clear_ranks();
+  for (v1::RankInfo& info : kept) *job.add_ranks() = std::move(info);
+  job.set_world_size(world);
+  job.clear_progress();
+  job.clear_stragglers();
+  reattach_deadline_ms_.erase(job.id());
+  // The places before the old scope closes: a survivor waiting for its
+  // place must not read the close as "no place".
+  rendezvous_.PostRegroup({job.id(), from}, std::move(places));
+  rendezvous_.EndGeneration(job.id(), from);
+  rendezvous_.ExpectWorld({job.id(), to}, world);
+  // Renumbered before any cancel of the old generation reaches the same
+  // agent (one stream, in order), so a cancel stops only the left-out.
+  for (auto& [worker, message] : regroups) {
+    outbox->push_back({registry_.Find(worker)->link, std::move(message)});
+  }
+  for (auto& [worker, message] : cancels) {
+    if (const auto* w = registry_.Find(worker)) outbox->push_back({w->link, std::move(message)});
+  }
+  const std::string reason = absl::StrCat(
+      why, "; recovered in place: generation ", to, " goes on with ", world, " of ",
+      world_before, " ranks from their state in memory (recovery ", job.restarts(),
+      " of ", ft.max_restarts(), ")");
+  const int64_t started = job.started_unix_ms();
+  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
+  job.set_started_unix_ms(started);  // the ETA counts from the job's start
+  RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
+  return true;
+}
+
+}  // namespace trainctl::coordinator

@@ -1,0 +1,186 @@
+// JobManager's in-place recovery, driven with fakes: a lost rank's
+// survivors become the next generation without a restart from the
+// checkpoint, renumbered in their old order, on a world size that divides
+// the batch; and the cases that still restart as before.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/job_manager_faults_fixture.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(InPlaceWorldSizeTest, TheMostSurvivorsThatDivideTheBatch) {
+  EXPECT_EQ(InPlaceWorldSize(3, 2, 96), 3);
+  EXPECT_EQ(InPlaceWorldSize(3, 2, 16), 2);  // 16 does not split over 3
+  EXPECT_EQ(InPlaceWorldSize(1, 1, 7), 1);
+  EXPECT_EQ(InPlaceWorldSize(2, 0, 5), 1);   // min_workers 0 counts as 1
+  EXPECT_EQ(InPlaceWorldSize(3, 3, 16), 0);  // none: restart instead
+  EXPECT_EQ(InPlaceWorldSize(0, 1, 16), 0);
+}
+
+class InPlaceTest : public JobManagerFaultsTest {
+ protected:
+  // A job of `ranks` ranks (one per worker w1..wN), every rank running,
+  // in its group and past its start.
+  v1::Job StartTraining(int ranks, int batch, const std::string& fault_tolerance,
+                        const std::string& phase = "compute") {
+    for (int w = 1; w <= ranks; ++w) links_.push_back(AddWorker("w" + std::to_string(w), 1));
+    v1::Job job = *jobs_.Submit(
+        FaultSpec(ranks, batch, "fault_tolerance: " + fault_tolerance + "\n"), false);
+    for (int r = 0; r < ranks; ++r) {
+      v1::RankStatus running;
+      running.set_job_id(job.id());
+      running.set_generation(1);
+      running.set_rank(r);
+      running.set_running(true);
+      running.set_pid(100 + r);
+      EXPECT_TRUE(jobs_.OnRankStatus(Worker(r), running).ok());
+      Progress(Worker(r), job.id(), r, 12, 40, r == 1 ? phase : "compute");
+    }
+    Checkpoint("w1", job.id(), 1, 10);
+    return job;
+  }
+  static std::string Worker(int rank) { return "w" + std::to_string(rank + 1); }
+  // The regroup messages the worker of old rank `rank` got.
+  std::vector<v1::RegroupRanks> Regroups(int rank) {
+    std::vector<v1::RegroupRanks> out;
+    for (const auto& m : links_[rank]->sent) {
+      if (m.has_regroup()) out.push_back(m.regroup());
+    }
+    return out;
+  }
+  std::vector<std::shared_ptr<FakeAgentLink>> links_;
+};
+
+TEST_F(InPlaceTest, ARankExitRegroupsTheSurvivorsWithoutARestart) {
+  const v1::Job job =
+      StartTraining(3, 24, "{in_place: true, min_workers: 2, max_restarts: 2}");
+  Exit("w3", job.id(), 2, 3, "fault hook: exiting before step 30");
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), 2);
+  EXPECT_EQ(after.world_size(), 2);
+  EXPECT_EQ(after.restarts(), 1);
+  ASSERT_EQ(after.ranks_size(), 2);
+  EXPECT_EQ(after.ranks(0).worker(), "w1");
+  EXPECT_EQ(after.ranks(1).worker(), "w2");
+  EXPECT_EQ(after.ranks(1).state(), v1::RANK_STATE_RUNNING);
+  EXPECT_THAT(after.reason(),
+              HasSubstr("rank 2 on worker w3 exited with code 3: fault hook"));
+  EXPECT_THAT(after.reason(), HasSubstr("; recovered in place: generation 2 goes on "
+                                        "with 2 of 3 ranks from their state in memory "
+                                        "(recovery 1 of 2)"));
+  const v1::Transition& last = *after.transitions().rbegin();
+  EXPECT_EQ(last.from(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(last.to(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(last.slots(), 2);
+  // Each survivor's agent renumbers its rank; nothing is cancelled.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(Regroups(r).size(), 1u) << r;
+    const v1::RegroupRanks regroup = Regroups(r)[0];
+    EXPECT_EQ(regroup.from_generation(), 1);
+    EXPECT_EQ(regroup.generation(), 2);
+    EXPECT_EQ(regroup.world_size(), 2);
+    ASSERT_EQ(regroup.moves_size(), 1);
+    EXPECT_EQ(regroup.moves(0).from_rank(), r);
+    EXPECT_EQ(regroup.moves(0).rank(), r);
+    EXPECT_EQ(links_[r]->Cancels(), 0);
+  }
+  // The ranks learn their place from the rendezvous; the lost one has none.
+  absl::StatusOr<Rendezvous::RegroupPlace> place =
+      rendezvous_.AwaitRegroup({job.id(), 1}, 1, 0);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 2);
+  EXPECT_EQ(place->rank, 1);
+  EXPECT_EQ(place->world_size, 2);
+  EXPECT_EQ(rendezvous_.AwaitRegroup({job.id(), 1}, 2, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The old generation's scope is closed; the new one is open.
+  EXPECT_FALSE(rendezvous_.Set({job.id(), 1}, "k", "v").ok());
+  EXPECT_TRUE(rendezvous_.Set({job.id(), 2}, "k", "v").ok());
+  // The renumbered ranks finish under their new identity.
+  Exit("w2", job.id(), 1, 0, "", 2);
+  Exit("w1", job.id(), 0, 0, "", 2);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(InPlaceTest, RanksAfterTheLostOneMoveDown) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
+  Exit("w2", job.id(), 1, -9);
+  const v1::Job after = *jobs_.Get(job.id());
+  ASSERT_EQ(after.ranks_size(), 2);
+  EXPECT_EQ(after.ranks(1).worker(), "w3");
+  ASSERT_EQ(Regroups(2).size(), 1u);
+  EXPECT_EQ(Regroups(2)[0].moves(0).from_rank(), 2);
+  EXPECT_EQ(Regroups(2)[0].moves(0).rank(), 1);
+  // A late report under the old identity is refused.
+  v1::RankStatus late;
+  late.set_job_id(job.id());
+  late.set_generation(1);
+  late.set_rank(2);
+  late.set_exit_code(1);
+  EXPECT_EQ(jobs_.OnRankStatus("w3", late).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+}
+
+TEST_F(InPlaceTest, ALostWorkerRegroupsTheSurvivors) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
+  jobs_.WorkerDisconnected("w3", links_[2].get());
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), 2);
+  EXPECT_EQ(after.world_size(), 2);
+  EXPECT_THAT(after.reason(), HasSubstr("worker w3 running rank 2 was lost: its stream "
+                                        "closed; recovered in place"));
+}
+
+TEST_F(InPlaceTest, WhatTheBatchCannotSplitOverIsLeftOut) {
+  const v1::Job job = StartTraining(4, 16, "{in_place: true, min_workers: 2}");
+  Exit("w2", job.id(), 1, 3);
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.world_size(), 2);  // 3 survivors, but 16 splits over 2
+  ASSERT_EQ(after.ranks_size(), 2);
+  EXPECT_EQ(after.ranks(1).worker(), "w3");
+  EXPECT_EQ(links_[3]->Cancels(), 1);  // old rank 3 is stopped
+  EXPECT_EQ(links_[3]->sent.back().cancel().generation(), 1);
+  EXPECT_EQ(rendezvous_.AwaitRegroup({job.id(), 1}, 3, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(InPlaceTest, TooFewSurvivorsRestartFromTheCheckpoint) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 3}");
+  Exit("w3", job.id(), 2, 3);
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(after.reason(), HasSubstr("from the checkpoint at step 10"));
+  EXPECT_TRUE(Regroups(0).empty());
+  // The survivors waiting for a place hear there is none.
+  EXPECT_EQ(rendezvous_.AwaitRegroup({job.id(), 1}, 0, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(InPlaceTest, ARankStillStartingMeansARestart) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}", "starting");
+  Exit("w3", job.id(), 2, 3);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
+}
+
+TEST_F(InPlaceTest, WithoutInPlaceALossStillRestarts) {
+  const v1::Job job = StartTraining(3, 24, "{min_workers: 2}");
+  Exit("w3", job.id(), 2, 3);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_TRUE(Regroups(0).empty());
+}
+
+TEST_F(InPlaceTest, NoRestartsLeftFailsTheJob) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2, max_restarts: 0}");
+  Exit("w3", job.id(), 2, 3);
+  EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_FAILED);
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator
