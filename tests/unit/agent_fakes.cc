@@ -57,6 +57,7 @@ class FakeRankHandle final : public RankHandle {
   void CheckpointAndStop(int64_t grace_ms, int64_t /*kill_grace_ms*/) override {
     if (!rank_->exited()) rank_->CheckpointAndStop(grace_ms);
   }
+  bool Rebind(Callbacks callbacks) override { return rank_->Rebind(std::move(callbacks)); }
   bool exited() const override { return rank_->exited(); }
   pid_t pid() const override { return rank_->pid(); }
 
@@ -246,6 +247,13 @@ bool FakeRank::terminated() {
 bool FakeRank::exited() {
   std::lock_guard<std::mutex> lock(mu_);
   return exited_;
+}
+
+bool FakeRank::Rebind(RankHandle::Callbacks callbacks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (exit_delivered_) return false;
+  callbacks_ = std::move(callbacks);
+  return true;
 }
 
 absl::Status FakeRank::Activate(const std::string& stdin_bytes,

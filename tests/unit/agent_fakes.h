@@ -110,6 +110,7 @@ class FakeRank {
                         RankHandle::Callbacks callbacks);
   void Terminate();
   void CheckpointAndStop(int64_t grace_ms);
+  bool Rebind(RankHandle::Callbacks callbacks);
 
  private:
   RankCommand command_;

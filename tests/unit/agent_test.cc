@@ -1,9 +1,11 @@
 // The node agent against a fake coordinator and fake ranks: registration,
 // assignments, what it keeps and re-sends across a lost coordinator
-// (cursors), reconnection, cancel, heartbeats, GPU slots.
+// (cursors), reconnection, cancel, heartbeats, GPU slots, and the ranks
+// renumbered by an in-place recovery.
 
 #include "worker/agent/agent.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -21,6 +23,7 @@ using testing::FakeCoordinator;
 using testing::FakeRank;
 using testing::FakeRanks;
 using testing::FakeSession;
+using ::testing::HasSubstr;
 
 v1::CoordinatorMessage Assign(const std::string& job, int generation,
                               std::vector<int> ranks, int world_size,
@@ -418,6 +421,66 @@ TEST_F(AgentTest, AGpuRankGetsAFreeGpuAndGivesItBackWhenItExits) {
   std::shared_ptr<FakeRank> third = ranks_.Started(1);
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->launch().cuda_visible_devices(), "3");
+}
+
+
+
+v1::CoordinatorMessage Regroup(const std::string& job, int from, int to, int world_size,
+                               std::vector<std::pair<int, int>> moves) {
+  v1::CoordinatorMessage message;
+  v1::RegroupRanks* regroup = message.mutable_regroup();
+  regroup->set_job_id(job);
+  regroup->set_from_generation(from);
+  regroup->set_generation(to);
+  regroup->set_world_size(world_size);
+  for (const auto& [from_rank, rank] : moves) {
+    v1::RegroupRanks::Move* move = regroup->add_moves();
+    move->set_from_rank(from_rank);
+    move->set_rank(rank);
+  }
+  return message;
+}
+
+// In-place recovery renumbers a live rank process: what it reports from
+// then on carries its new generation and rank, a cancel of the old
+// generation leaves it alone, and one that died before the news is reported
+// as exited under its new identity too.
+TEST_F(AgentTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  session->Send(Assign("job-1", 1, {1, 2}, 3));
+  std::shared_ptr<FakeRank> one = ranks_.Started(0);
+  std::shared_ptr<FakeRank> two = ranks_.Started(1);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
+  two->Exit(-9);
+  std::optional<v1::AgentMessage> died = session->NextNotHeartbeat();
+  ASSERT_TRUE(died && died->has_rank_status());
+  EXPECT_EQ(died->rank_status().generation(), 1);
+
+  session->Send(Regroup("job-1", 1, 2, 2, {{1, 0}, {2, 1}}));
+  std::optional<v1::AgentMessage> renamed = session->NextNotHeartbeat();
+  ASSERT_TRUE(renamed && renamed->has_rank_status());
+  EXPECT_FALSE(renamed->rank_status().running());
+  EXPECT_EQ(renamed->rank_status().generation(), 2);
+  EXPECT_EQ(renamed->rank_status().rank(), 1);
+  EXPECT_THAT(renamed->rank_status().message(), HasSubstr("before it could join"));
+
+  session->Send(Cancel("job-1", 1));  // the old generation: nothing left in it
+  one->Metric(31, 0.25);
+  std::optional<v1::AgentMessage> metric = session->NextNotHeartbeat();
+  ASSERT_TRUE(metric && metric->has_metrics());
+  EXPECT_EQ(metric->metrics().generation(), 2);
+  EXPECT_EQ(metric->metrics().point().rank(), 0);
+  EXPECT_FALSE(one->terminated());
+  one->Exit(0);
+  std::optional<v1::AgentMessage> finished = session->NextNotHeartbeat();
+  ASSERT_TRUE(finished && finished->has_rank_status());
+  EXPECT_EQ(finished->rank_status().generation(), 2);
+  EXPECT_EQ(finished->rank_status().rank(), 0);
+  EXPECT_EQ(finished->rank_status().exit_code(), 0);
 }
 
 }  // namespace

@@ -222,6 +222,8 @@ bool Agent::Converse(CoordinatorStream* stream) {
       DeleteCheckpoints(message.delete_checkpoints());
     } else if (message.has_probe_data()) {
       QueueDataProbe(message.probe_data());
+    } else if (message.has_regroup()) {
+      Regroup(message.regroup());
     }
   }
   {
@@ -349,26 +351,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   }
   const std::string stdin_bytes = EncodeFrame(request);
 
-  auto log_line = [this, id](const std::string& stream,
-                             const std::string& text) {
-    v1::AgentMessage m;
-    auto* log = m.mutable_log();
-    log->set_job_id(std::get<0>(id));
-    log->set_generation(std::get<1>(id));
-    log->mutable_line()->set_rank(std::get<2>(id));
-    log->mutable_line()->set_stream(stream);
-    log->mutable_line()->set_text(text);
-    log->mutable_line()->set_time_unix_ms(clock_.NowUnixMs());
-    Send(std::move(m));
-  };
-  RankHandle::Callbacks callbacks;
-  callbacks.on_line = log_line;
-  callbacks.on_report = [this, id](const v1::RankReport& report) {
-    OnRankReport(id, report);
-  };
-  callbacks.on_exit = [this, id](int code, const std::string& error) {
-    OnRankExit(id, code, error);
-  };
+  RankHandle::Callbacks callbacks = CallbacksFor(id);
   // A standby started with the same thread count takes the assignment.
   std::unique_ptr<RankHandle> standby;
   if (threads == DefaultThreads()) {

@@ -113,6 +113,12 @@ class Agent {
   void ResumeReportsLocked(const v1::Registered& registered);
   void FlushBufferLocked();
   void StartRank(const v1::RankAssignment& assignment);
+  // What a rank's output, reports and exit are filed under: `id`.
+  RankHandle::Callbacks CallbacksFor(const RankId& id);
+  // In-place recovery: files the job's surviving ranks under their new
+  // generation and rank (agent_regroup.cc). One that died first is
+  // reported as exited under its new identity as well.
+  void Regroup(const v1::RegroupRanks& regroup);
   // Ends the job's ranks of that generation and older; with
   // checkpoint_first, asks them to checkpoint and stop within its grace.
   void CancelJob(const v1::CancelRanks& cancel);

@@ -58,6 +58,10 @@ class RankHandle {
   // `callbacks`. FAILED_PRECONDITION when it is not a waiting standby.
   virtual absl::Status Activate(const std::string& stdin_bytes,
                                 Callbacks callbacks) = 0;
+  // In-place recovery renumbered the rank: from now on its output, reports
+  // and exit go to `callbacks`. False when its exit was already handed to
+  // the old ones (it died first).
+  virtual bool Rebind(Callbacks callbacks) = 0;
   // Asks the rank to end (SIGTERM), forcing it after grace_ms. Returns at
   // once; on_exit follows on another thread.
   virtual void Terminate(int64_t grace_ms) = 0;

@@ -284,6 +284,13 @@ absl::Status RankProcess::Activate(const std::string& stdin_bytes,
   return absl::OkStatus();
 }
 
+bool RankProcess::Rebind(Callbacks callbacks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (exit_taken_) return false;
+  cb_ = std::move(callbacks);
+  return true;
+}
+
 RankProcess::Callbacks RankProcess::callbacks() {
   std::lock_guard<std::mutex> lock(mu_);
   return cb_;
@@ -403,11 +410,13 @@ void RankProcess::WaitForExit() {
                    : WIFSIGNALED(status) ? -WTERMSIG(status)
                                          : -1;
   std::string last_error;
+  Callbacks cb;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_error = last_error_;
+    exit_taken_ = true;  // a later Rebind is too late for the exit
+    cb = cb_;
   }
-  Callbacks cb = callbacks();
   if (cb.on_exit) cb.on_exit(code, last_error);
 }
 

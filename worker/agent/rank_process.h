@@ -50,6 +50,7 @@ class RankProcess final : public RankHandle {
   // FAILED_PRECONDITION when it is not a waiting standby (or it died).
   absl::Status Activate(const std::string& stdin_bytes,
                         Callbacks callbacks) override;
+  bool Rebind(Callbacks callbacks) override;
   // Kills the process group if still running and joins every thread.
   ~RankProcess() override;
 
@@ -75,6 +76,7 @@ class RankProcess final : public RankHandle {
   std::mutex mu_;
   Callbacks cb_;            // GUARDED_BY(mu_)
   std::string last_error_;  // GUARDED_BY(mu_)
+  bool exit_taken_ = false; // GUARDED_BY(mu_): on_exit was read from cb_
   int standby_stdin_ = -1;  // GUARDED_BY(mu_): open until Activate
   std::vector<std::thread> readers_;
   std::thread waiter_;
