@@ -21,6 +21,37 @@
 
 namespace trainctl::testing {
 
+// The fault tests' job: an mlp on Fashion-MNIST, 2 epochs, checkpoints every
+// 20 steps, and the given fault_tolerance section.
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist/";
+constexpr int kTrainSamples = 9600;
+constexpr int kBatch = 96;  // splits evenly over 3 and 2 ranks
+constexpr int kStepsPerEpoch = kTrainSamples / kBatch;
+
+inline std::string Spec(int ranks, const std::string& checkpoint_dir,
+                 const std::string& fault_tolerance,
+                 const std::string& checkpoint_extra = "") {
+  return "name: ft\nranks: " + std::to_string(ranks) +
+         "\nseed: 7\nmodel: mlp\ndata:\n"
+         "  train_images: " + std::string(kData) + "train-images-idx3-ubyte.gz\n"
+         "  train_labels: " + std::string(kData) + "train-labels-idx1-ubyte.gz\n"
+         "  eval_images: " + std::string(kData) + "t10k-images-idx3-ubyte.gz\n"
+         "  eval_labels: " + std::string(kData) + "t10k-labels-idx1-ubyte.gz\n"
+         "  train_limit: " + std::to_string(kTrainSamples) + "\n"
+         "  eval_limit: 10000\n"
+         "optimizer: {type: adamw, lr: 0.002}\n"
+         "training: {epochs: 2, batch_size: " + std::to_string(kBatch) +
+         ", log_every_steps: 5}\n"
+         "checkpoint: {dir: " + checkpoint_dir + ", every_steps: 20" +
+         checkpoint_extra + "}\n"
+         "fault_tolerance: " + fault_tolerance + "\n";
+}
+
+inline double Accuracy(const v1::Job& job) {
+  auto it = job.latest_eval().values().find("eval_accuracy");
+  return it == job.latest_eval().values().end() ? -1 : it->second;
+}
+
 inline std::vector<v1::Checkpoint> Catalog(LocalCluster& cluster,
                                     const std::string& id) {
   grpc::ClientContext ctx;

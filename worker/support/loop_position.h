@@ -18,6 +18,8 @@ class LoopPosition {
     kOptimizer,
     kEvaluation,
     kCheckpoint,
+    // In-place recovery: joining the next generation after a peer was lost.
+    kRegroup,
   };
 
   static const char* PhaseName(Phase phase) {
@@ -28,6 +30,7 @@ class LoopPosition {
       case Phase::kOptimizer: return "optimizer";
       case Phase::kEvaluation: return "evaluation";
       case Phase::kCheckpoint: return "checkpoint";
+      case Phase::kRegroup: return "regroup";
     }
     return "unknown";
   }

@@ -68,8 +68,15 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
 
 GradientBuckets::~GradientBuckets() {
   *alive_ = false;
+  // After a failed collective (an in-place recovery lets go of the group)
+  // the rest fail too; what they throw ends nothing here.
   for (auto& bucket : buckets_) {
-    for (auto& work : bucket.works) work->wait();
+    for (auto& work : bucket.works) {
+      try {
+        work->wait();
+      } catch (const std::exception&) {
+      }
+    }
   }
 }
 

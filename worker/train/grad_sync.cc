@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace trainctl::train {
 
 RankCollectives::RankCollectives(std::vector<torch::Tensor> params,
@@ -93,25 +95,27 @@ void BroadcastFromRankZero(const GroupPtr& group,
 
 absl::StatusOr<std::string> BroadcastBytes(
     const GroupPtr& group, int rank, const torch::Device& device,
-    const absl::StatusOr<std::string>& mine) {
+    const absl::StatusOr<std::string>& mine, int root) {
   if (!group) return mine;
+  c10d::BroadcastOptions from_root;
+  from_root.rootRank = root;
   torch::Tensor size = torch::full(
-      {1}, rank == 0 && mine.ok() ? int64_t(mine->size()) : int64_t{-1},
+      {1}, rank == root && mine.ok() ? int64_t(mine->size()) : int64_t{-1},
       torch::dtype(torch::kInt64).device(device));
   std::vector<torch::Tensor> one{size};
-  group->broadcast(one)->wait();
+  group->broadcast(one, from_root)->wait();
   const int64_t n = size.item<int64_t>();
   if (n < 0) {
-    if (rank == 0) return mine.status();
-    return absl::FailedPreconditionError(
-        "rank 0 could not read the checkpoint (see rank 0's log)");
+    if (rank == root) return mine.status();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", root, " could not produce its bytes (see rank ", root, "'s log)"));
   }
   if (n == 0) return std::string();  // no empty broadcast: not every backend takes one
   torch::Tensor data = torch::empty({n}, torch::kUInt8);
-  if (rank == 0) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
+  if (rank == root) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
   std::vector<torch::Tensor> payload{data.to(device)};
-  group->broadcast(payload)->wait();
-  if (rank == 0) return mine;
+  group->broadcast(payload, from_root)->wait();
+  if (rank == root) return mine;
   data = payload[0].cpu();
   return std::string(static_cast<const char*>(data.data_ptr()), size_t(n));
 }

@@ -45,12 +45,13 @@ class RankCollectives {
 void BroadcastFromRankZero(const GroupPtr& group,
                            const std::vector<torch::Tensor>& tensors);
 
-// Rank 0's `mine` on every rank (a checkpoint read by rank 0 only, so the
-// file need not be visible to the other nodes). When rank 0 has an error
-// instead, every rank returns an error naming it as rank 0's.
+// Rank `root`'s `mine` on every rank (a checkpoint read by rank 0 only, so
+// the file need not be visible to the other nodes; a survivor's state in
+// an in-place recovery). When the root has an error instead, every rank
+// returns an error naming it as the root's.
 // The bytes travel in tensors on `device`: NCCL moves only GPU tensors.
 absl::StatusOr<std::string> BroadcastBytes(
     const GroupPtr& group, int rank, const torch::Device& device,
-    const absl::StatusOr<std::string>& mine);
+    const absl::StatusOr<std::string>& mine, int root = 0);
 
 }  // namespace trainctl::train

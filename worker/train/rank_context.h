@@ -45,6 +45,20 @@ struct RankContext {
   // Whether someone asked this rank to checkpoint and stop (the agent's
   // SIGUSR1 when the job is preempted); read once a step. Null: never.
   std::function<bool()> stop_requested;
+
+  // In-place recovery (fault_tolerance.in_place, on Gloo): called once the
+  // loop has let go of its group after a collective failed, most likely
+  // because a peer was lost. Waits for the coordinator to say where this
+  // rank goes next and forms that generation's group (null for a world of
+  // one). An error (no place for it, the job restarts from its checkpoint)
+  // ends the rank. Null: a failed collective ends the rank at once.
+  struct NextGeneration {
+    int generation = 0;
+    int rank = 0;
+    int world_size = 1;
+    GroupPtr group;
+  };
+  std::function<absl::StatusOr<NextGeneration>()> regroup;
 };
 
 }  // namespace trainctl::train

@@ -134,11 +134,11 @@ std::shared_ptr<grpc::Channel> CoordinatorChannel(const RankArgs& args,
 }
 
 GroupPtr JoinGroup(
-    const RankArgs& args, const v1::RankLaunch& launch,
+    const RankArgs& args, const std::string& rendezvous_key,
     const std::shared_ptr<grpc::Channel>& channel, const torch::Device& device) {
   auto store = c10::make_intrusive<RendezvousStore>(
       v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
-      launch.rendezvous_key(),
+      rendezvous_key,
       std::chrono::milliseconds(args.rendezvous_timeout_ms));
   GroupOptions options;
   options.host = args.collective_host;
@@ -255,15 +255,16 @@ int RunRank(const v1::RankLaunch& launch) {
     load_ms = since(start);
     return loaded;
   });
+  // The timings travel with the data (the loop keeps a copy of ctx, made
+  // before they are known) into the plan metric.
   ctx.load_data = [&] {
     auto loaded = data.get();
-    ctx.startup["data_load_ms"] = load_ms;
-    if (loaded.ok() && !loaded->manifest.empty()) {
-      ctx.startup["data_manifest_ms"] = loaded->manifest_ms;
-    }
+    if (!loaded.ok()) return loaded;
+    loaded->plan_facts["data_load_ms"] = load_ms;
+    if (!loaded->manifest.empty()) loaded->plan_facts["data_manifest_ms"] = loaded->manifest_ms;
     if (cache) {
-      ctx.startup["data_cache_hits"] = cache->hits();
-      ctx.startup["data_cache_stored"] = cache->stored();
+      loaded->plan_facts["data_cache_hits"] = cache->hits();
+      loaded->plan_facts["data_cache_stored"] = cache->stored();
     }
     return loaded;
   };
@@ -283,7 +284,9 @@ int RunRank(const v1::RankLaunch& launch) {
     if (ctx.faults.Fires("slow_join", args.rank, args.generation, 0)) {
       std::this_thread::sleep_for(std::chrono::seconds(8));
     }
-    if (args.world_size > 1) ctx.group = JoinGroup(args, launch, channel, ctx.device);
+    if (args.world_size > 1) {
+      ctx.group = JoinGroup(args, launch.rendezvous_key(), channel, ctx.device);
+    }
     ctx.startup["join_ms"] = since(start);
   } catch (const std::exception& e) {
     std::cerr << "rank " << args.rank << ": could not join the process group: "
@@ -293,6 +296,38 @@ int RunRank(const v1::RankLaunch& launch) {
   }
   std::cout << "rank " << args.rank << "/" << args.world_size << " on "
             << ctx.device << " with " << args.threads << " threads" << std::endl;
+  // NCCL cannot yet be torn down and formed again inside the process.
+  std::string rendezvous_key = launch.rendezvous_key();
+  if (spec.fault_tolerance().in_place() && !ctx.device.is_cuda()) {
+    ctx.regroup = [&]() -> absl::StatusOr<RankContext::NextGeneration> {
+      // The last hold on the failed group: its sockets close, so peers
+      // still blocked in it fail too instead of waiting for the timeout.
+      ctx.group.reset();
+      const auto wait = std::chrono::milliseconds(args.collective_timeout_ms);
+      absl::StatusOr<v1::AwaitRegroupResponse> place =
+          AwaitRegroup(*v1::Rendezvous::NewStub(channel), args.job_id, args.generation,
+                       args.rank, rendezvous_key, wait);
+      if (!place.ok()) return place.status();
+      args.generation = place->generation();
+      args.rank = place->rank();
+      args.world_size = place->world_size();
+      rendezvous_key = place->rendezvous_key();
+      RankContext::NextGeneration next;
+      next.generation = args.generation;
+      next.rank = args.rank;
+      next.world_size = args.world_size;
+      try {
+        if (args.world_size > 1) {
+          next.group = JoinGroup(args, rendezvous_key, channel, ctx.device);
+        }
+      } catch (const std::exception& e) {
+        return absl::UnavailableError(absl::StrCat(
+            "could not join generation ", args.generation, "'s group: ", e.what()));
+      }
+      ctx.group = next.group;  // shut down at the end, as the first one
+      return next;
+    };
+  }
   absl::StatusOr<TrainResult> result = Train(spec, ctx);
   if (!result.ok()) {
     // Exit at once, before closing the group or running any destructor:

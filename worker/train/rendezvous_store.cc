@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/grpc_status.h"
+
 namespace trainctl::train {
 namespace {
 
@@ -191,6 +193,25 @@ void RendezvousStore::wait(const std::vector<std::string>& keys,
                     return stub_->Wait(ctx, req, &resp);
                   }),
         "wait", keys.empty() ? "" : keys.front());
+}
+
+absl::StatusOr<v1::AwaitRegroupResponse> AwaitRegroup(
+    v1::Rendezvous::StubInterface& stub, const std::string& job_id, int generation,
+    int rank, const std::string& key, std::chrono::milliseconds wait) {
+  v1::AwaitRegroupRequest request;
+  request.mutable_scope()->set_job_id(job_id);
+  request.mutable_scope()->set_generation(generation);
+  request.set_rank(rank);
+  request.set_timeout_ms(wait.count());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + wait +
+                   std::chrono::milliseconds(kRpcSlackMs));
+  ctx.set_wait_for_ready(true);
+  ctx.AddMetadata("x-trainctl-rendezvous-key", key);
+  v1::AwaitRegroupResponse response;
+  const grpc::Status status = stub.AwaitRegroup(&ctx, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
 }
 
 }  // namespace trainctl::train

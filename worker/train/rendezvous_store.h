@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
+
 #include "trainctl/v1/rendezvous.grpc.pb.h"
 #include "worker/train/torch_compat.h"
 
@@ -59,5 +61,12 @@ class RendezvousStore : public c10d::Store {
   const std::string key_;
   std::shared_ptr<v1::Rendezvous::StubInterface> stub_;
 };
+
+// In-place recovery: where `rank` of the generation (admitted by its `key`)
+// goes next, once the coordinator has decided (Rendezvous.AwaitRegroup),
+// waiting at most `wait`. An error names why there is no place for it.
+absl::StatusOr<v1::AwaitRegroupResponse> AwaitRegroup(
+    v1::Rendezvous::StubInterface& stub, const std::string& job_id, int generation,
+    int rank, const std::string& key, std::chrono::milliseconds wait);
 
 }  // namespace trainctl::train

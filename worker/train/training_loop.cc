@@ -79,7 +79,7 @@ TrainingLoop::TrainingLoop(const v1::JobSpec& spec, const RankContext& ctx,
     : spec_(spec),
       t_(spec.training()),
       ctx_(ctx),
-      reporter_(ctx, std::move(sinks)),
+      reporter_(ctx_, std::move(sinks)),
       progress_(ctx.progress ? *ctx.progress : local_progress_),
       comm_timer_(ctx.device),
       profiler_(spec.profile(), ctx.job_id, ctx.rank, std::cerr) {}
@@ -92,17 +92,30 @@ absl::Status TrainingLoop::Prepare() {
   RETURN_IF_ERROR(LoadData());
   RETURN_IF_ERROR(BuildModelAndOptimizer());
   RETURN_IF_ERROR(ResumeFromCheckpoint());
-  if (!ctx_.faults.sample_log_dir.empty()) {
-    sample_log_.open(absl::StrCat(ctx_.faults.sample_log_dir, "/", ctx_.job_id, "-g",
-                                  ctx_.generation, "-r", ctx_.rank, ".samples"),
-                     std::ios::app);
-  }
+  steps_done_ = first_step_;
+  OpenSampleLog();
   ReportPlan();
   local_sgd_ = t_.local_sgd_steps() > 0;
   // A request to stop is honoured only where it loses nothing: a job that
   // writes no checkpoints trains on (every rank decides so alike).
   can_stop_ = !spec_.checkpoint().dir().empty();
-  // Rank 0 names a rank whose own work stays above its peers'.
+  StartStragglerWatch();
+  StartBatches();
+  window_ = StepTimes();  // the first window starts with the first step
+  return absl::OkStatus();
+}
+
+void TrainingLoop::OpenSampleLog() {
+  if (ctx_.faults.sample_log_dir.empty()) return;
+  if (sample_log_.is_open()) sample_log_.close();
+  sample_log_.open(absl::StrCat(ctx_.faults.sample_log_dir, "/", ctx_.job_id, "-g",
+                                ctx_.generation, "-r", ctx_.rank, ".samples"),
+                   std::ios::app);
+}
+
+// Rank 0 names a rank whose own work stays above its peers'.
+void TrainingLoop::StartStragglerWatch() {
+  stragglers_.reset();
   const v1::FaultToleranceSpec& ft = spec_.fault_tolerance();
   if (ctx_.rank == 0 && ctx_.world_size > 1 && ft.straggler_ratio() > 0) {
     StragglerWatch::Options options;
@@ -110,9 +123,6 @@ absl::Status TrainingLoop::Prepare() {
     options.min_steps = ft.straggler_steps();
     stragglers_.emplace(options);
   }
-  StartBatches();
-  window_ = StepTimes();  // the first window starts with the first step
-  return absl::OkStatus();
 }
 
 absl::Status TrainingLoop::LoadData() {
@@ -169,9 +179,12 @@ absl::Status TrainingLoop::BuildModelAndOptimizer() {
   if (t_.precision() == "fp16") {
     scaler_ = std::make_unique<DynamicLossScaler>(65536.0, 2000, ctx_.device);
   }
-  checkpoints_ = std::make_unique<Checkpointer>(
-      spec_, ctx_, TrainingStateRefs{model_.get(), optimizer_.get(), params_, scaler_.get()});
+  checkpoints_ = std::make_unique<Checkpointer>(spec_, ctx_, StateRefs());
   return absl::OkStatus();
+}
+
+TrainingStateRefs TrainingLoop::StateRefs() {
+  return TrainingStateRefs{model_.get(), optimizer_.get(), params_, scaler_.get()};
 }
 
 absl::Status TrainingLoop::ResumeFromCheckpoint() {
@@ -231,32 +244,51 @@ absl::StatusOr<TrainResult> TrainingLoop::Run() {
   result_.first_step = first_step_;
   int64_t step = first_step_;
   while (step < total_steps_) {
-    const int epoch = static_cast<int>(step / steps_per_epoch_);
-    progress_.BeginStep(step);
-    profiler_.BeforeStep(step);
-    eval_now_.clear();
-    FireFaultHooks(step);
-    const double lr = ScheduledLr(spec_.scheduler(), spec_.optimizer().lr(), step, total_steps_);
-    SetLr(*optimizer_, lr);
-    buckets_->ZeroGrad();
-    // Summed on the device: read on the host at log steps only.
-    torch::Tensor local_loss =
-        torch::zeros({1}, torch::dtype(torch::kFloat32).device(ctx_.device));
-    RETURN_IF_ERROR(ForwardBackward(step, local_loss));
-    const bool log_now = (step + 1) % t_.log_every_steps() == 0 || step + 1 == total_steps_;
-    const Update update = SyncAndStep(step, log_now);
-    ++step;
-    ++window_.steps;
-    if (step == 1) reporter_.Report("first_step", step, epoch, {});
-    if (log_now) LogWindow(step, epoch, lr, update, local_loss);
-    if (EndStep(step, epoch, update.stop)) break;
-    profiler_.AfterStep(step - 1);
+    absl::StatusOr<bool> stop = false;
+    try {
+      stop = Step(step);
+    } catch (const std::exception& e) {
+      if (!ctx_.regroup) throw;
+      RETURN_IF_ERROR(Regroup(e.what(), step));
+      continue;
+    }
+    if (!stop.ok()) return stop.status();
+    if (*stop) break;
   }
   return Finish(step);
 }
 
+absl::StatusOr<bool> TrainingLoop::Step(int64_t& step) {
+  const int epoch = static_cast<int>(step / steps_per_epoch_);
+  progress_.BeginStep(step);
+  profiler_.BeforeStep(step);
+  eval_now_.clear();
+  FireFaultHooks(step);
+  const double lr = ScheduledLr(spec_.scheduler(), spec_.optimizer().lr(), step, total_steps_);
+  SetLr(*optimizer_, lr);
+  buckets_->ZeroGrad();
+  // Summed on the device: read on the host at log steps only.
+  torch::Tensor local_loss =
+      torch::zeros({1}, torch::dtype(torch::kFloat32).device(ctx_.device));
+  RETURN_IF_ERROR(ForwardBackward(step, local_loss));
+  const bool log_now = (step + 1) % t_.log_every_steps() == 0 || step + 1 == total_steps_;
+  const Update update = SyncAndStep(step, log_now);
+  ++step;
+  ++window_.steps;
+  if (step == 1) reporter_.Report("first_step", step, epoch, {});
+  if (log_now) LogWindow(step, epoch, lr, update, local_loss);
+  if (EndStep(step, epoch, update.stop)) return true;
+  profiler_.AfterStep(step - 1);
+  return false;
+}
+
 void TrainingLoop::FireFaultHooks(int64_t step) {
   if (ctx_.faults.Fires("exit", ctx_.rank, ctx_.generation, step)) {
+    // With ms=N it waits first, so what its peers report just before (rank
+    // 0's checkpoint) reaches the coordinator before the exit does.
+    if (const int64_t ms = ctx_.faults.DelayMs("exit", ctx_.rank, ctx_.generation, step)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
     std::cerr << "fault hook: exiting before step " << step << std::endl;
     _exit(3);
   }
@@ -342,6 +374,7 @@ TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
     if (log_now) update.grad_norm = norm.item<double>();
   }
   if (finite) optimizer_->step();
+  steps_done_ = step + 1;
   window_.optimizer += Seconds(mark);
   if (local_sgd_ && (step + 1) % t_.local_sgd_steps() == 0) {
     comm_timer_.Start();
@@ -447,6 +480,10 @@ absl::Status TrainingLoop::SaveCheckpoint(int64_t steps_done) {
   progress_.Enter(LoopPosition::Phase::kCheckpoint);
   // Local SGD replicas drift between averages; save their mean.
   if (local_sgd_ && steps_done % t_.local_sgd_steps() != 0) sync_->AverageParameters();
+  return checkpoints_->Save(CursorAt(steps_done), eval_now_);
+}
+
+TrainingCursor TrainingLoop::CursorAt(int64_t steps_done) const {
   TrainingCursor cursor;
   cursor.step = steps_done;
   cursor.epoch = static_cast<int>(steps_done / steps_per_epoch_);
@@ -454,7 +491,7 @@ absl::Status TrainingLoop::SaveCheckpoint(int64_t steps_done) {
   cursor.global_batch = samples_per_step_;
   cursor.train_samples = data_.train->size();
   cursor.world_size = ctx_.world_size;
-  return checkpoints_->Save(cursor, eval_now_);
+  return cursor;
 }
 
 bool TrainingLoop::AskedToStop() {

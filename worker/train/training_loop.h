@@ -85,6 +85,19 @@ class TrainingLoop {
   void ReportPlan();
   void StartBatches();
 
+  // One optimizer step with its end (log, evaluation, checkpoint); advances
+  // `step`. True when the loop should stop here.
+  absl::StatusOr<bool> Step(int64_t& step);
+  // In-place recovery after a collective failed with `what`: lets go of
+  // the group, takes this rank's place in the next generation, agrees with
+  // the other survivors on the furthest step (its state sent to those
+  // behind), and sets `step` to it. Throws when a collective fails again.
+  absl::Status Regroup(const std::string& what, int64_t& step);
+  // The cursor after `steps_done` optimizer steps.
+  TrainingCursor CursorAt(int64_t steps_done) const;
+  TrainingStateRefs StateRefs();
+  void StartStragglerWatch();
+  void OpenSampleLog();
   // Before step `step`: the test-only fault hooks (exit, hang, wait).
   void FireFaultHooks(int64_t step);
   // The step's micro-batches, forward and backward; the last one's
@@ -107,13 +120,18 @@ class TrainingLoop {
 
   const v1::JobSpec& spec_;
   const v1::TrainingSpec& t_;
-  const RankContext& ctx_;
+  // The loop's own copy: an in-place recovery gives it a new generation,
+  // rank, world size and group.
+  RankContext ctx_;
   MetricReporter reporter_;
 
   Datasets data_;
   double data_wait_ms_ = 0;
   int64_t micro_batch_ = 0, accum_ = 1, samples_per_step_ = 0;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, first_step_ = 0;
+  // Optimizer steps applied to this rank's model (one ahead of the loop's
+  // step between the update and the step's end).
+  int64_t steps_done_ = 0;
   int64_t tokens_per_sample_ = 0;
   bool epoch_order_changed_ = false;
   bool local_sgd_ = false;

@@ -1,0 +1,111 @@
+// TrainingLoop's in-place recovery (fault_tolerance.in_place): a peer was
+// lost, this rank's process and its state live on. It lets go of the
+// failed group, joins the next generation's, and agrees with the other
+// survivors on where training stands, so the interrupted step is redone
+// on the new world size from its first sample and no completed optimizer
+// step is lost or repeated.
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/support/rank_spread.h"
+#include "worker/train/training_loop.h"
+
+namespace trainctl::train {
+namespace {
+
+// Not a configuration error: the rank's exit lets the coordinator restart
+// the job from its checkpoint instead.
+// Regroups one recovery may take when ranks keep being lost while the
+// next generation forms.
+constexpr int kRegroupAttempts = 3;
+
+absl::Status RecoveryFailed(const absl::Status& status) {
+  return absl::AbortedError(absl::StrCat("in-place recovery: ", status.message()));
+}
+
+}  // namespace
+
+absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
+  const auto start = std::chrono::steady_clock::now();
+  progress_.Enter(LoopPosition::Phase::kRegroup);
+  const int old_rank = ctx_.rank;
+  std::cerr << "rank " << ctx_.rank << ": a collective failed in step " << step << " ("
+            << what << "); waiting for the coordinator to regroup the surviving ranks"
+            << std::endl;
+  // Everything that holds the failed group, before the group itself: its
+  // batches were split for the old world, its collectives are broken.
+  batches_.reset();
+  int source = 0;
+  bool apart = false;
+  int64_t resume = steps_done_;
+  for (int attempt = 1;; ++attempt) {
+    buckets_.reset();
+    sync_.reset();
+    ctx_.group.reset();
+    absl::StatusOr<RankContext::NextGeneration> next = ctx_.regroup();
+    if (!next.ok() && next.status().code() == absl::StatusCode::kUnavailable &&
+        attempt < kRegroupAttempts) {
+      std::cerr << "rank " << ctx_.rank << ": " << next.status().message() << std::endl;
+      continue;  // the group did not form: ask again where this rank goes
+    }
+    if (!next.ok()) return RecoveryFailed(next.status());
+    ctx_.generation = next->generation;
+    ctx_.rank = next->rank;
+    ctx_.world_size = next->world_size;
+    ctx_.group = next->group;
+    sync_ = std::make_unique<RankCollectives>(params_, ctx_.group, ctx_.world_size);
+    buckets_ = std::make_unique<GradientBuckets>(params_, ctx_.group, ctx_.world_size,
+                                                 int64_t{t_.bucket_mb()} << 20);
+    try {
+      // A collective can finish on some ranks before the loss shows on
+      // others, so survivors may stand one optimizer step apart: the
+      // furthest wins, and the lowest rank there sends its whole state to
+      // the ranks behind.
+      const Spread done =
+          SpreadOf(sync_->GatherScalars({static_cast<double>(steps_done_)}), 0);
+      source = done.max_rank;
+      apart = done.min != done.max;
+      resume = static_cast<int64_t>(done.max);
+      if (apart) {
+        absl::StatusOr<std::string> mine = std::string();
+        if (ctx_.rank == source) mine = EncodeTrainingState(StateRefs(), CursorAt(resume));
+        absl::StatusOr<std::string> state =
+            BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine, source);
+        if (!state.ok()) return RecoveryFailed(state.status());
+        if (ctx_.rank != source) {
+          absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*state, StateRefs());
+          if (!loaded.ok()) return RecoveryFailed(loaded.status());
+        }
+      }
+      break;
+    } catch (const std::exception& e) {
+      // Another rank lost while this generation formed: the coordinator
+      // regroups again, or ends the generation (the next call says which).
+      if (attempt >= kRegroupAttempts) throw;
+      std::cerr << "rank " << ctx_.rank << ": generation " << ctx_.generation
+                << " lost a rank while it formed (" << e.what() << ")" << std::endl;
+    }
+  }
+  step = resume;
+  steps_done_ = resume;
+  first_step_ = resume;
+  window_ = StepTimes();
+  comm_timer_.TakeSeconds();
+  StartStragglerWatch();  // rank 0's duty may have moved
+  OpenSampleLog();
+  StartBatches();
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  std::cerr << "rank " << old_rank << " is rank " << ctx_.rank << " of " << ctx_.world_size
+            << " in generation " << ctx_.generation << ": training goes on at step "
+            << resume << " after " << static_cast<int64_t>(ms) << " ms"
+            << (apart ? absl::StrCat(" (state from rank ", source, ")") : std::string())
+            << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace trainctl::train
