@@ -406,6 +406,7 @@ void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
   if (from != v1::JOB_STATE_RUNNING) ScheduleLocked(outbox);  // room behind it
   rendezvous_.DropJob(job.id());
   trained_generation_.erase(job.id());
+  in_place_generation_.erase(job.id());
   log_limiter_.Forget(job.id());
   metric_limiter_.Forget(job.id());
 }

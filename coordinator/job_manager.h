@@ -377,6 +377,8 @@ class JobManager {
   // its ranks was past its start then (in-place recovery's test, sooner
   // than their heartbeats tell).
   std::map<std::string, int> trained_generation_;
+  // Per job, its latest generation formed by an in-place recovery.
+  std::map<std::string, int> in_place_generation_;
   const int64_t reattach_grace_ms_;
   Retention retention_;  // GUARDED_BY(mu_)
   // Dry runs waiting for a worker's data check, by request id.

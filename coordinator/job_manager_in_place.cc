@@ -106,6 +106,7 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     move->set_rank(rank);
   }
   job.set_generation(to);
+  in_place_generation_[job.id()] = to;
   job.set_restarts(job.restarts() + 1);
   job.clear_ranks();
   for (v1::RankInfo& info : kept) *job.add_ranks() = std::move(info);

@@ -118,6 +118,17 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
   if (rate.dropped_before > 0) {
     RecordDroppedLocked(job, point.rank(), rate.dropped_before, "metric points");
   }
+  // After an in-place recovery the new rank 0 reports the interrupted
+  // step's point again when it cannot know whether the lost rank 0 did:
+  // one point per step.
+  if (point.kind() == "train" && job.has_latest_train() &&
+      point.step() <= job.latest_train().step()) {
+    auto in_place = in_place_generation_.find(job.id());
+    if (in_place != in_place_generation_.end() &&
+        in_place->second == metrics.generation()) {
+      return absl::OkStatus();
+    }
+  }
   if (point.kind() == "plan") {
     auto it = point.values().find("total_steps");
     if (it != point.values().end()) {

@@ -108,6 +108,31 @@ TEST_F(InPlaceTest, ARankExitRegroupsTheSurvivorsWithoutARestart) {
   EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+// The new rank 0 reports the interrupted step's train point again when it
+// cannot know whether the lost rank 0 did: the history keeps one.
+TEST_F(InPlaceTest, ATrainPointReportedAgainAfterARegroupIsKeptOnce) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
+  auto train = [&](const std::string& worker, int generation, int64_t step, int64_t seq) {
+    v1::RankMetrics m;
+    m.set_job_id(job.id());
+    m.set_generation(generation);
+    m.set_seq(seq);
+    m.mutable_point()->set_kind("train");
+    m.mutable_point()->set_step(step);
+    (*m.mutable_point()->mutable_values())["loss"] = 1.0 / static_cast<double>(step);
+    ASSERT_TRUE(jobs_.OnRankMetrics(worker, m).ok());
+  };
+  train("w1", 1, 30, 1);
+  jobs_.WorkerDisconnected("w1", links_[0].get());  // rank 0 is lost
+  train("w2", 2, 30, 1);  // the old rank 1, now rank 0, reports step 30 again
+  train("w2", 2, 35, 2);
+  std::vector<int64_t> steps;
+  for (const v1::JobEvent& e : Events(job.id())) {
+    if (e.has_metric() && e.metric().kind() == "train") steps.push_back(e.metric().step());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{30, 35}));
+}
+
 TEST_F(InPlaceTest, RanksAfterTheLostOneMoveDown) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
   Exit("w2", job.id(), 1, -9);

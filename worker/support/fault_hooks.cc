@@ -16,7 +16,7 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
         absl::StrSplit(entry, absl::MaxSplits(':', 1));
     Fault fault;
     fault.kind = std::string(kind_args[0]);
-    if (fault.kind != "hang" && fault.kind != "exit" &&
+    if (fault.kind != "hang" && fault.kind != "exit" && fault.kind != "exit_after_update" &&
         fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient" &&
         fault.kind != "slow_join" && fault.kind != "wait_for_stop" &&
         fault.kind != "slow_compute") {

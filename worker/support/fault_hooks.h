@@ -16,7 +16,10 @@ namespace trainctl::train {
 // TRAINCTL_FAULT: ';'-separated "KIND:rank=R,step=S[,generation=G][,job=N]"
 // where
 //   hang                 the rank stops making progress before step S
-//   exit                 the rank exits with code 3 before step S
+//   exit                 the rank exits with code 3 before step S (with
+//                        ms=N, after waiting N ms)
+//   exit_after_update    the rank exits with code 3 right after step S's
+//                        optimizer update, before the step's end
 //   crash_in_checkpoint  the rank dies halfway through writing the
 //                        checkpoint of step S
 //   inf_gradient         the gradients of step S come out non-finite (the

@@ -92,7 +92,7 @@ absl::Status TrainingLoop::Prepare() {
   RETURN_IF_ERROR(LoadData());
   RETURN_IF_ERROR(BuildModelAndOptimizer());
   RETURN_IF_ERROR(ResumeFromCheckpoint());
-  steps_done_ = first_step_;
+  steps_done_ = reported_through_ = ended_through_ = first_step_;
   OpenSampleLog();
   ReportPlan();
   local_sgd_ = t_.local_sgd_steps() > 0;
@@ -273,11 +273,23 @@ absl::StatusOr<bool> TrainingLoop::Step(int64_t& step) {
   RETURN_IF_ERROR(ForwardBackward(step, local_loss));
   const bool log_now = (step + 1) % t_.log_every_steps() == 0 || step + 1 == total_steps_;
   const Update update = SyncAndStep(step, log_now);
+  if (ctx_.faults.Fires("exit_after_update", ctx_.rank, ctx_.generation, step)) {
+    std::cerr << "fault hook: exiting after the update of step " << step << std::endl;
+    _exit(3);
+  }
   ++step;
   ++window_.steps;
   if (step == 1) reporter_.Report("first_step", step, epoch, {});
-  if (log_now) LogWindow(step, epoch, lr, update, local_loss);
-  if (EndStep(step, epoch, update.stop)) return true;
+  if (log_now) {
+    if (ctx_.regroup) {
+      last_log_ = {step, update.mean_loss.item<double>(), lr, update.grad_norm};
+    }
+    LogWindow(step, epoch, lr, update, local_loss);
+    if (ctx_.rank == 0) reported_through_ = step;
+  }
+  const bool stop = EndStep(step, epoch, update.stop);
+  ended_through_ = step;
+  if (stop) return true;
   profiler_.AfterStep(step - 1);
   return false;
 }

@@ -93,6 +93,11 @@ class TrainingLoop {
   // the other survivors on the furthest step (its state sent to those
   // behind), and sets `step` to it. Throws when a collective fails again.
   absl::Status Regroup(const std::string& what, int64_t& step);
+  // After Regroup agreed on `resume` from every survivor's `rows`: the
+  // train point and the step's end (evaluation, checkpoint) that no
+  // survivor finished before the loss.
+  void FinishInterruptedEnd(int64_t resume, int source,
+                            const std::vector<std::vector<double>>& rows);
   // The cursor after `steps_done` optimizer steps.
   TrainingCursor CursorAt(int64_t steps_done) const;
   TrainingStateRefs StateRefs();
@@ -132,6 +137,15 @@ class TrainingLoop {
   // Optimizer steps applied to this rank's model (one ahead of the loop's
   // step between the update and the step's end).
   int64_t steps_done_ = 0;
+  // For an in-place recovery, what a step's end got done before a peer was
+  // lost: the last step whose train point this rank reported (rank 0), the
+  // last whose evaluation and checkpoint ended, and the last log step's
+  // values (to report it again when no survivor did).
+  int64_t reported_through_ = 0, ended_through_ = 0;
+  struct LoggedValues {
+    int64_t step = -1;
+    double loss = 0, lr = 0, grad_norm = -1;
+  } last_log_;
   int64_t tokens_per_sample_ = 0;
   bool epoch_order_changed_ = false;
   bool local_sgd_ = false;

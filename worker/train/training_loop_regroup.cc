@@ -5,7 +5,9 @@
 // on the new world size from its first sample and no completed optimizer
 // step is lost or repeated.
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +42,7 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   batches_.reset();
   int source = 0;
   bool apart = false;
+  std::vector<std::vector<double>> rows;
   int64_t resume = steps_done_;
   for (int attempt = 1;; ++attempt) {
     buckets_.reset();
@@ -64,8 +67,12 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
       // others, so survivors may stand one optimizer step apart: the
       // furthest wins, and the lowest rank there sends its whole state to
       // the ranks behind.
-      const Spread done =
-          SpreadOf(sync_->GatherScalars({static_cast<double>(steps_done_)}), 0);
+      const bool logged = last_log_.step == steps_done_;
+      rows = sync_->GatherScalars(
+          {static_cast<double>(steps_done_), static_cast<double>(reported_through_),
+           static_cast<double>(ended_through_), logged ? last_log_.loss : NAN,
+           last_log_.lr, last_log_.grad_norm, old_rank == 0 ? 1.0 : 0.0});
+      const Spread done = SpreadOf(rows, 0);
       source = done.max_rank;
       apart = done.min != done.max;
       resume = static_cast<int64_t>(done.max);
@@ -97,6 +104,7 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   StartStragglerWatch();  // rank 0's duty may have moved
   OpenSampleLog();
   StartBatches();
+  FinishInterruptedEnd(resume, source, rows);
   const double ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count();
@@ -106,6 +114,34 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
             << (apart ? absl::StrCat(" (state from rank ", source, ")") : std::string())
             << std::endl;
   return absl::OkStatus();
+}
+
+void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
+                                        const std::vector<std::vector<double>>& rows) {
+  enum Column { kStepsDone, kReported, kEnded, kLoss, kLr, kGradNorm, kWasRankZero };
+  if (resume <= 0) return;
+  // Whether the old rank 0 survived and reported the step (if it was lost,
+  // nobody knows: the step is reported again).
+  bool reported = false;
+  int64_t ended = -1;
+  for (const std::vector<double>& row : rows) {
+    if (static_cast<int64_t>(row[kStepsDone]) != resume) continue;
+    ended = std::max(ended, static_cast<int64_t>(row[kEnded]));
+    if (row[kWasRankZero] > 0) reported = static_cast<int64_t>(row[kReported]) >= resume;
+  }
+  const int epoch = static_cast<int>((resume - 1) / steps_per_epoch_);
+  const bool log_step = resume % t_.log_every_steps() == 0 || resume == total_steps_;
+  // A lost rank 0 may have reported it just before: the coordinator keeps
+  // one point per step of a generation formed in place.
+  if (log_step && !reported && !std::isnan(rows[source][kLoss])) {
+    reporter_.Report("train", resume, epoch,
+                     {{"loss", rows[source][kLoss]},
+                      {"lr", rows[source][kLr]},
+                      {"grad_norm", rows[source][kGradNorm]}});
+  }
+  reported_through_ = resume;
+  if (ended < resume) EndStep(resume, epoch, /*stop=*/false);
+  ended_through_ = resume;
 }
 
 }  // namespace trainctl::train
