@@ -72,7 +72,7 @@ class Cluster:
 
     def _spawn(self, name, cmd, env=None):
         log = os.path.join(self.logdir, name + ".log")
-        with open(log, "wb") as out:
+        with open(log, "ab") as out:  # a restarted worker appends
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)
         self.procs.append((name, proc, log))
@@ -105,24 +105,8 @@ class Cluster:
         time.sleep(0.05)  # let a partially written file finish
         with open(port_file) as f:
             self.address = "127.0.0.1:" + f.read().strip()
-        state = os.path.join(self.logdir, "state")
         for i in range(self.ranks):
-            self._spawn(f"worker-{i + 1}", [
-                os.path.join(self.args.bin, "trainctl-worker"),
-                "--coordinator", self.address, "--name", f"bench-{i + 1}",
-                "--slots", "1", "--cpus", str(self.args.threads),
-                # CPU slots for the CPU benchmarks, even on a GPU node.
-                "--gpus", getattr(self.args, "gpus", "none"),
-                "--ca-cert", os.path.join(state, "tls", "ca.crt"),
-                "--join-token-file", os.path.join(state, "auth", "join.token"),
-                "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),
-                # One decoded-data cache for the whole benchmark, as a node
-                # keeps it across jobs: only the first trainctl run inflates.
-                "--data-cache-dir", os.path.join(self.args.workdir,
-                                                 "data-cache")]
-                # As root (CI containers), ranks run as root, as the
-                # torchrun peer's do; a worker refuses that unless told.
-                + (["--allow-root-ranks"] if os.geteuid() == 0 else []))
+            self.start_worker(i)
         deadline = time.monotonic() + 60
         while True:
             for name, proc, _ in self.procs:
@@ -145,6 +129,36 @@ class Cluster:
                 raise BenchError(f"{self.ranks} workers did not register in "
                                  f"60 s (last answer: {r.stdout or r.stderr})")
             time.sleep(0.1)
+
+    def start_worker(self, i):
+        """Starts worker i (0-based) as `bench-{i+1}`; again after a kill,
+        with the same name and state directory."""
+        state = os.path.join(self.logdir, "state")
+        return self._spawn(f"worker-{i + 1}", [
+            os.path.join(self.args.bin, "trainctl-worker"),
+            "--coordinator", self.address, "--name", f"bench-{i + 1}",
+            "--slots", "1", "--cpus", str(self.args.threads),
+            # CPU slots for the CPU benchmarks, even on a GPU node.
+            "--gpus", getattr(self.args, "gpus", "none"),
+            "--ca-cert", os.path.join(state, "tls", "ca.crt"),
+            "--join-token-file", os.path.join(state, "auth", "join.token"),
+            "--state-dir", os.path.join(self.logdir, f"worker-{i + 1}"),
+            # One decoded-data cache for the whole benchmark, as a node
+            # keeps it across jobs: only the first trainctl run inflates.
+            "--data-cache-dir", os.path.join(self.args.workdir,
+                                             "data-cache")]
+            # As root (CI containers), ranks run as root, as the
+            # torchrun peer's do; a worker refuses that unless told.
+            + (["--allow-root-ranks"] if os.geteuid() == 0 else []))
+
+    def kill_worker(self, i):
+        """SIGKILL to worker i's agent (its ranks die with it)."""
+        for name, proc, _ in self.procs:
+            if name == f"worker-{i + 1}" and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.procs = [p for p in self.procs
+                      if not (p[0] == f"worker-{i + 1}" and p[1].poll() is not None)]
 
     def check_alive(self):
         for name, proc, _ in self.procs:

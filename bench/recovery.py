@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""What losing a worker costs a job: in-place recovery against the restart
+from the last checkpoint, side by side, same cluster, same job.
+
+  python3 bench/recovery.py [--runs 3] [--kill-at 100] [--steps 300]
+      [--bin build/bin] [--threads 1]
+
+A coordinator and 3 single-slot workers on loopback (TLS, tokens, as a user
+runs them). Each run submits a 3-rank mlp on Fashion-MNIST (global batch
+96, checkpoint every 40 steps, a train point every step) with
+`trainctl submit --follow --output json`, SIGKILLs the third worker's agent
+(its rank dies with it) once step --kill-at is logged, and reads the job's
+events to the end. The modes alternate, --runs times each:
+  restart:  fault_tolerance {min_workers: 2} (every rank is killed, the job
+            reloads the checkpoint and re-trains the steps after it);
+  in-place: the same with in_place: true (the survivors go on).
+The killed worker is started again between runs.
+
+Per run, from the train points (one per optimizer step, stamped by rank 0):
+  repeated  steps logged a second time (trained again after the loss);
+  lost      steps never logged;
+  stall     the longest gap between two consecutive points;
+  kill -> past the step of the kill: from the SIGKILL until a step beyond
+            the highest one logged at that moment is logged (what the loss
+            cost in all, re-trained steps included);
+and the job's final state and generation. Prints every run and the medians,
+with the restart/in-place stall ratio. Exits non-zero if a run fails.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_cluster import BenchError, Cluster
+
+RANKS = 3
+BATCH = 96  # splits over 3 and 2 ranks
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--kill-at", type=int, default=100)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--bin", default="build/bin")
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--timeout", type=float, default=600)
+    return p.parse_args()
+
+
+def job_spec(args, in_place, checkpoint_dir):
+    d = args.data_dir
+    ft = {"min_workers": 2, "max_restarts": 2}
+    if in_place:
+        ft["in_place"] = True
+    return {
+        "name": "recovery-" + ("in-place" if in_place else "restart"),
+        "ranks": RANKS,
+        "seed": 7,
+        "model": {"type": "mlp"},
+        "data": {
+            "format": "idx",
+            "train_images": os.path.join(d, "train-images-idx3-ubyte.gz"),
+            "train_labels": os.path.join(d, "train-labels-idx1-ubyte.gz"),
+        },
+        "optimizer": {"type": "adamw", "lr": 0.001},
+        "training": {"epochs": 1, "batch_size": BATCH, "max_steps": args.steps,
+                     "log_every_steps": 1, "threads_per_rank": args.threads},
+        "checkpoint": {"dir": checkpoint_dir, "every_steps": 40},
+        "fault_tolerance": ft,
+    }
+
+
+def run_once(args, cluster, in_place, tag):
+    spec_path = os.path.join(cluster.logdir, tag + ".json")
+    with open(spec_path, "w") as f:
+        json.dump(job_spec(args, in_place, os.path.join(cluster.logdir, "ckpt")), f)
+    out_path = os.path.join(cluster.logdir, tag + ".jsonl")
+    cmd = cluster.ctl("submit", spec_path, "--follow", "--output", "json")
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True)
+    killed_ms, deadline = None, time.monotonic() + args.timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        if killed_ms is None and logged_step(out_path) >= args.kill_at:
+            cluster.kill_worker(RANKS - 1)
+            killed_ms = time.time() * 1000
+            reached = logged_step(out_path)
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.kill()
+        raise BenchError(f"{tag} did not end in {args.timeout:.0f} s; events in {out_path}")
+    err = proc.stderr.read()
+    cluster.start_worker(RANKS - 1)
+    if killed_ms is None:
+        raise BenchError(f"{tag} ended before step {args.kill_at} was logged")
+    points = []
+    with open(out_path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            metric = event.get("metric")
+            if metric and metric.get("kind") == "train":
+                points.append((int(metric["step"]), int(metric["time_unix_ms"])))
+    if proc.returncode != 0:
+        raise BenchError(f"`{shlex.join(cmd)}` exited {proc.returncode}: {err.strip()}")
+    seen, repeated = set(), 0
+    for step, _ in points:
+        repeated += step in seen
+        seen.add(step)
+    lost = len(set(range(1, args.steps + 1)) - seen)
+    gaps = [(b[1] - a[1], a[0]) for a, b in zip(points, points[1:])]
+    stall_ms, stall_after = max(gaps)
+    # Back where it was: the first new step past the highest one logged
+    # when the worker was killed.
+    caught_up = next((t for s, t in points if s > reached and t > killed_ms), None)
+    return {"mode": "in-place" if in_place else "restart", "repeated": repeated,
+            "step_ms": statistics.median(g for g, _ in gaps),
+            "caught_up_ms": None if caught_up is None else caught_up - killed_ms,
+            "lost": lost, "stall_ms": stall_ms, "stall_after_step": stall_after,
+            "kill_to_next_ms": next((t - killed_ms for _, t in points if t > killed_ms), None)}
+
+
+def logged_step(path):
+    """The highest train step in the event file so far (0: none)."""
+    best = 0
+    try:
+        with open(path) as f:
+            for line in f:
+                if '"train"' in line:
+                    try:
+                        best = max(best, int(json.loads(line)["metric"]["step"]))
+                    except (ValueError, KeyError):
+                        pass  # a line still being written
+    except FileNotFoundError:
+        pass
+    return best
+
+
+def main():
+    args = parse_args()
+    for name in ("trainctl", "trainctl-coordinator", "trainctl-worker"):
+        if not os.access(os.path.join(args.bin, name), os.X_OK):
+            print(f"error: {os.path.join(args.bin, name)} is not built (make build)")
+            return 2
+    workdir = args.workdir = args.workdir or tempfile.mkdtemp(prefix="trainctl-recovery-")
+    print(f"recovery benchmark: {RANKS} ranks, kill -9 of one worker at step "
+          f"{args.kill_at} of {args.steps}, checkpoint every 40 steps; {args.runs} "
+          f"runs per mode; logs in {workdir}")
+    cluster = Cluster(args, RANKS, workdir)
+    rows = []
+    try:
+        cluster.start()
+        for run in range(args.runs):
+            for in_place in (False, True):
+                tag = f"{'in-place' if in_place else 'restart'}-{run + 1}"
+                row = run_once(args, cluster, in_place, tag)
+                rows.append(row)
+                print(f"  {tag:12s} repeated {row['repeated']:3d}  lost {row['lost']}  "
+                      f"stall {row['stall_ms']:6d} ms (after step {row['stall_after_step']})  "
+                      f"kill -> next step {row['kill_to_next_ms']:.0f} ms, -> past step "
+                      f"of the kill {row['caught_up_ms']:.0f} ms (a step: "
+                      f"{row['step_ms']:.0f} ms)", flush=True)
+                time.sleep(2)  # the restarted worker registers, its standby loads
+    except BenchError as e:
+        print(f"error: {e}")
+        return 1
+    finally:
+        cluster.stop()
+    print("\n| mode | repeated steps | lost steps | stall (median) | kill -> next step "
+          "| kill -> past the step of the kill | a step |")
+    print("|---|---|---|---|---|---|---|")
+    medians = {}
+    for mode in ("restart", "in-place"):
+        mine = [r for r in rows if r["mode"] == mode]
+        medians[mode] = statistics.median(r["stall_ms"] for r in mine)
+        print(f"| {mode} | {statistics.median(r['repeated'] for r in mine):.0f} | "
+              f"{max(r['lost'] for r in mine)} | {medians[mode]:.0f} ms | "
+              f"{statistics.median(r['kill_to_next_ms'] for r in mine):.0f} ms | "
+              f"{statistics.median(r['caught_up_ms'] for r in mine):.0f} ms | "
+              f"{statistics.median(r['step_ms'] for r in mine):.0f} ms |")
+    print(f"\nstall ratio restart / in-place: {medians['restart'] / medians['in-place']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
