@@ -96,37 +96,55 @@ inline std::vector<std::string> RestartReasons(const v1::Job& job) {
   return out;
 }
 
+// One rank's sample log (TRAINCTL_SAMPLE_LOG): the ids it trained at each
+// step, in the generation it ran in.
+struct SampleLog {
+  int generation = 0;
+  int rank = 0;
+  std::map<int64_t, std::vector<int64_t>> ids_by_step;
+};
+
+inline std::vector<SampleLog> ReadSampleLogs(const std::string& dir, const std::string& job) {
+  std::vector<SampleLog> logs;
+  DIR* d = opendir(dir.c_str());
+  while (const dirent* e = d ? readdir(d) : nullptr) {
+    const std::string name = e->d_name;
+    SampleLog log;
+    if (name.rfind(job + "-g", 0) != 0 ||
+        sscanf(name.c_str() + job.size(), "-g%d-r%d", &log.generation, &log.rank) != 2) {
+      continue;
+    }
+    std::ifstream in(dir + "/" + name);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      int64_t step = 0, id = 0;
+      fields >> step;
+      std::vector<int64_t>& ids = log.ids_by_step[step];
+      while (fields >> id) ids.push_back(id);
+    }
+    logs.push_back(std::move(log));
+  }
+  if (d) closedir(d);
+  return logs;
+}
+
 // Sample ids per step from the ranks' sample logs (TRAINCTL_SAMPLE_LOG):
 // for each step, the ids of the latest generation that trained it (a
 // restart re-trains the steps after its checkpoint; those replace the lost
 // ones, exactly like the model state does).
 inline std::map<int64_t, std::vector<int64_t>> SamplesByStep(const std::string& dir,
-                                                      const std::string& job) {
+                                                             const std::string& job) {
   std::map<int64_t, std::pair<int, std::vector<int64_t>>> by_step;
-  DIR* d = opendir(dir.c_str());
-  while (const dirent* e = d ? readdir(d) : nullptr) {
-    const std::string name = e->d_name;
-    int gen = 0, rank = 0;
-    if (name.rfind(job + "-g", 0) != 0 ||
-        sscanf(name.c_str() + job.size(), "-g%d-r%d", &gen, &rank) != 2) {
-      continue;
-    }
-    std::ifstream in(dir + "/" + name);
-    std::string line;
-    std::map<int64_t, std::vector<int64_t>> mine;
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      int64_t step = 0, id = 0;
-      fields >> step;
-      while (fields >> id) mine[step].push_back(id);
-    }
-    for (auto& [step, ids] : mine) {
+  for (const SampleLog& log : ReadSampleLogs(dir, job)) {
+    for (const auto& [step, ids] : log.ids_by_step) {
       auto& slot = by_step[step];
-      if (gen > slot.first) slot = {gen, {}};
-      if (gen == slot.first) slot.second.insert(slot.second.end(), ids.begin(), ids.end());
+      if (log.generation > slot.first) slot = {log.generation, {}};
+      if (log.generation == slot.first) {
+        slot.second.insert(slot.second.end(), ids.begin(), ids.end());
+      }
     }
   }
-  if (d) closedir(d);
   std::map<int64_t, std::vector<int64_t>> out;
   for (auto& [step, slot] : by_step) out[step] = slot.second;
   return out;

@@ -5,16 +5,14 @@
 // job reloads no checkpoint, every logged step appears once in its
 // metrics, and every sample of every epoch is trained exactly once.
 
-#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -33,21 +31,20 @@ constexpr char kInPlace[] = "{in_place: true, min_workers: 2, max_restarts: 2}";
 std::map<int, std::set<int64_t>> StepsByGeneration(const std::string& dir,
                                                    const std::string& job) {
   std::map<int, std::set<int64_t>> out;
-  DIR* d = opendir(dir.c_str());
-  while (const dirent* e = d ? readdir(d) : nullptr) {
-    const std::string name = e->d_name;
-    int gen = 0, rank = 0;
-    if (name.rfind(job + "-g", 0) != 0 ||
-        sscanf(name.c_str() + job.size(), "-g%d-r%d", &gen, &rank) != 2) {
-      continue;
-    }
-    std::ifstream in(dir + "/" + name);
-    int64_t step = 0;
-    std::string rest;
-    while (in >> step && std::getline(in, rest)) out[gen].insert(step);
+  for (const SampleLog& log : ReadSampleLogs(dir, job)) {
+    for (const auto& [step, ids] : log.ids_by_step) out[log.generation].insert(step);
   }
-  if (d) closedir(d);
   return out;
+}
+
+// Three single-slot workers whose ranks log their samples into
+// `samples` (if not empty) and run with TRAINCTL_FAULT=`fault` (if not empty).
+std::unique_ptr<LocalCluster> ThreeWorkers(const std::string& samples,
+                                           const std::string& fault) {
+  std::optional<ScopedEnv> log, faults;
+  if (!samples.empty()) log.emplace("TRAINCTL_SAMPLE_LOG", samples);
+  if (!fault.empty()) faults.emplace("TRAINCTL_FAULT", fault);
+  return std::make_unique<LocalCluster>(3, 1, 1);
 }
 
 // The steps of the job's train metric points, in the order they came.
@@ -113,12 +110,8 @@ void ExpectRecoveredInPlace(LocalCluster& cluster, const v1::Job& done,
 
 TEST(InPlaceRecoveryTest, ACrashedRankIsRecoveredInPlaceOnTheSurvivors) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
-  std::unique_ptr<LocalCluster> cluster;
-  {
-    ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
-    ScopedEnv fault("TRAINCTL_FAULT", "exit:rank=2,step=30");
-    cluster = std::make_unique<LocalCluster>(3, 1, 1);
-  }
+  const std::unique_ptr<LocalCluster> cluster =
+      ThreeWorkers(samples_dir.path(), "exit:rank=2,step=30");
   const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
   ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
@@ -144,12 +137,8 @@ TEST(InPlaceRecoveryTest, ACrashedRankIsRecoveredInPlaceOnTheSurvivors) {
 // step 40 is written by the new generation.
 TEST(InPlaceRecoveryTest, AStepsEndThatNoSurvivorFinishedIsDoneAfterTheRegroup) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
-  std::unique_ptr<LocalCluster> cluster;
-  {
-    ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
-    ScopedEnv fault("TRAINCTL_FAULT", "exit_after_update:rank=2,step=39");
-    cluster = std::make_unique<LocalCluster>(3, 1, 1);
-  }
+  const std::unique_ptr<LocalCluster> cluster =
+      ThreeWorkers(samples_dir.path(), "exit_after_update:rank=2,step=39");
   const v1::Job job = cluster->Submit(
       Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
@@ -166,12 +155,8 @@ TEST(InPlaceRecoveryTest, AStepsEndThatNoSurvivorFinishedIsDoneAfterTheRegroup) 
 // the one lost, the old rank 1 takes over both.
 TEST(InPlaceRecoveryTest, LosingRankZeroHandsItsDutiesToTheNext) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
-  std::unique_ptr<LocalCluster> cluster;
-  {
-    ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
-    ScopedEnv fault("TRAINCTL_FAULT", "exit:rank=0,step=30");
-    cluster = std::make_unique<LocalCluster>(3, 1, 1);
-  }
+  const std::unique_ptr<LocalCluster> cluster =
+      ThreeWorkers(samples_dir.path(), "exit:rank=0,step=30");
   const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
   ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
@@ -186,13 +171,10 @@ TEST(InPlaceRecoveryTest, LosingRankZeroHandsItsDutiesToTheNext) {
 // schedule).
 TEST(InPlaceRecoveryTest, EndsWithTheModelOfARestartFromTheSameStep) {
   const ScopedTempDir checkpoints_dir("ip-ckpt");
-  std::unique_ptr<LocalCluster> cluster;
-  {
-    // Rank 0's checkpoint of step 40 is cataloged before the exit, so the
-    // restart resumes there.
-    ScopedEnv fault("TRAINCTL_FAULT", "exit:rank=2,step=40,ms=1000");
-    cluster = std::make_unique<LocalCluster>(3, 1, 1);
-  }
+  // Rank 0's checkpoint of step 40 is cataloged before the exit, so the
+  // restart resumes there.
+  const std::unique_ptr<LocalCluster> cluster =
+      ThreeWorkers("", "exit:rank=2,step=40,ms=1000");
   const v1::Job in_place = WaitUntilFinal(
       *cluster, cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace)).id());
   const v1::Job restarted = WaitUntilFinal(
@@ -220,11 +202,7 @@ TEST(InPlaceRecoveryTest, EndsWithTheModelOfARestartFromTheSameStep) {
 
 TEST(InPlaceRecoveryTest, AKilledWorkerIsRecoveredInPlaceOnTheSurvivors) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
-  std::unique_ptr<LocalCluster> cluster;
-  {
-    ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
-    cluster = std::make_unique<LocalCluster>(3, 1, 1);
-  }
+  const std::unique_ptr<LocalCluster> cluster = ThreeWorkers(samples_dir.path(), "");
   const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 25, seconds(300));
   ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);

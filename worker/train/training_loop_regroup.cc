@@ -140,7 +140,10 @@ void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
                       {"grad_norm", rows[source][kGradNorm]}});
   }
   reported_through_ = resume;
-  if (ended < resume) EndStep(resume, epoch, /*stop=*/false);
+  if (ended < resume) {
+    eval_now_.clear();  // as at a step's start: a checkpoint records this step's eval
+    EndStep(resume, epoch, /*stop=*/false);
+  }
   ended_through_ = resume;
 }
 
