@@ -158,16 +158,24 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
           "step-*.ckpt; not cataloged"));
     }
     // The name fences generations (a stale writer has its own files): the
-    // one reported must be this generation's file of this step.
+    // one reported must be this generation's file of this step. Or the
+    // previous generation's, when this one was formed in place: the same
+    // rank 0 process wrote it just before the regroup renamed it.
+    auto in_place = in_place_generation_.find(job.id());
+    const bool same_process =
+        in_place != in_place_generation_.end() &&
+        in_place->second == message.generation() &&
+        parsed->generation == message.generation() - 1;
     if (parsed->step != info.step() ||
-        (parsed->generation != 0 && parsed->generation != message.generation())) {
+        (parsed->generation != 0 && parsed->generation != message.generation() &&
+         !same_process)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "checkpoint of job ", job.id(), " at step ", info.step(),
           " of generation ", message.generation(), " reported as ", name,
           "; not cataloged"));
     }
     info.set_job_id(job.id());
-    info.set_generation(message.generation());
+    info.set_generation(parsed->generation != 0 ? parsed->generation : message.generation());
     CheckpointRecord record;
     record.job_id = job.id();
     record.step = info.step();

@@ -5,6 +5,7 @@
 // job reloads no checkpoint, every logged step appears once in its
 // metrics, and every sample of every epoch is trained exactly once.
 
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -45,6 +46,14 @@ std::unique_ptr<LocalCluster> ThreeWorkers(const std::string& samples,
   if (!samples.empty()) log.emplace("TRAINCTL_SAMPLE_LOG", samples);
   if (!fault.empty()) faults.emplace("TRAINCTL_FAULT", fault);
   return std::make_unique<LocalCluster>(3, 1, 1);
+}
+
+size_t FilesIn(const std::string& dir) {
+  size_t n = 0;
+  DIR* d = opendir(dir.c_str());
+  while (const dirent* e = d ? readdir(d) : nullptr) n += e->d_type == DT_REG;
+  if (d) closedir(d);
+  return n;
 }
 
 // The steps of the job's train metric points, in the order they came.
@@ -157,9 +166,14 @@ TEST(InPlaceRecoveryTest, LosingRankZeroHandsItsDutiesToTheNext) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
   const std::unique_ptr<LocalCluster> cluster =
       ThreeWorkers(samples_dir.path(), "exit:rank=0,step=30");
-  const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
+  const ScopedTempDir events_dir("ip-tensorboard");
+  const v1::Job job = cluster->Submit(
+      Spec(3, checkpoints_dir.path(),
+           std::string(kInPlace) + "\ntensorboard: {dir: " + events_dir.path() + "}"));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
   ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
+  // The old rank 0's event file, and the new rank 0's.
+  EXPECT_EQ(FilesIn(events_dir.path() + "/" + job.id()), 2u);
   ASSERT_EQ(done.ranks_size(), 2);
   EXPECT_EQ(done.ranks(0).worker(), "w2");
   EXPECT_EQ(done.ranks(1).worker(), "w3");

@@ -133,6 +133,34 @@ TEST_F(InPlaceTest, ATrainPointReportedAgainAfterARegroupIsKeptOnce) {
   EXPECT_EQ(steps, (std::vector<int64_t>{30, 35}));
 }
 
+// Rank 0 wrote a checkpoint just before the regroup, and its report comes
+// after it under the new generation (the agent renamed the process): the
+// same process wrote the file, so it is cataloged. A file of another
+// generation still is not.
+TEST_F(InPlaceTest, ACheckpointWrittenJustBeforeTheRegroupIsCataloged) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
+  Exit("w3", job.id(), 2, 3);
+  ASSERT_EQ(jobs_.Get(job.id())->generation(), 2);
+  auto report = [&](int64_t step, const std::string& name, int64_t seq) {
+    v1::RankCheckpoint c;
+    c.set_job_id(job.id());
+    c.set_generation(2);
+    c.set_seq(seq);
+    c.mutable_checkpoint()->set_step(step);
+    c.mutable_checkpoint()->set_path("/ckpt/" + job.id() + "/" + name);
+    return jobs_.OnRankCheckpoint("w1", c);
+  };
+  EXPECT_TRUE(report(30, "step-000000030-g1.ckpt", 1).ok());
+  std::vector<int64_t> steps;
+  for (const v1::Checkpoint& c : *jobs_.Checkpoints(job.id())) {
+    steps.push_back(c.step());
+    if (c.step() == 30) EXPECT_EQ(c.generation(), 1);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{10, 30}));
+  EXPECT_EQ(report(40, "step-000000040-g3.ckpt", 2).code(),
+            absl::StatusCode::kInvalidArgument);  // no generation 3 yet
+}
+
 TEST_F(InPlaceTest, RanksAfterTheLostOneMoveDown) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
   Exit("w2", job.id(), 1, -9);

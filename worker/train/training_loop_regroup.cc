@@ -101,7 +101,18 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   first_step_ = resume;
   window_ = StepTimes();
   comm_timer_.TakeSeconds();
-  StartStragglerWatch();  // rank 0's duty may have moved
+  StartStragglerWatch();  // rank 0's duties may have moved here
+  if (ctx_.rank == 0 && old_rank != 0) {
+    // Its TensorBoard file and MLflow run: a new event file in the job's
+    // directory, the job's run resumed (as after a restart).
+    absl::StatusOr<MetricSinks> sinks = MetricSinks::Open(spec_, ctx_);
+    if (sinks.ok()) {
+      reporter_.sinks() = *std::move(sinks);
+    } else {
+      std::cerr << "rank 0 (was " << old_rank << "): " << sinks.status().message()
+                << "; the job's metrics go on to the coordinator only" << std::endl;
+    }
+  }
   OpenSampleLog();
   StartBatches();
   FinishInterruptedEnd(resume, source, rows);
