@@ -152,7 +152,9 @@ TEST_F(InPlaceTest, ACheckpointWrittenJustBeforeTheRegroupIsCataloged) {
   };
   EXPECT_TRUE(report(30, "step-000000030-g1.ckpt", 1).ok());
   std::vector<int64_t> steps;
-  for (const v1::Checkpoint& c : *jobs_.Checkpoints(job.id())) {
+  const absl::StatusOr<std::vector<v1::Checkpoint>> catalog = jobs_.Checkpoints(job.id());
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  for (const v1::Checkpoint& c : *catalog) {
     steps.push_back(c.step());
     if (c.step() == 30) EXPECT_EQ(c.generation(), 1);
   }
