@@ -281,11 +281,17 @@ class JobManager {
   // EndGenerationLocked once the lost ranks are marked EXITED or LOST: the
   // survivors go on as the next generation, renumbered in their old order,
   // on the most of them that divides the global batch and meets
-  // min_workers (the rest are stopped). False, with nothing changed, when
-  // it does not apply (not asked for, CUDA, a rank not yet in the group,
-  // too few left, no restarts left); then `why` says why, where in-place
-  // recovery was asked for.
+  // min_workers (the rest are stopped). Free slots of the cluster take the
+  // lost ranks' places first (replacements that get the survivors' state
+  // over the collective), so the job keeps its world size where it can.
+  // False, with nothing changed, when it does not apply (not asked for,
+  // CUDA, a rank not yet in the group, too few left, no restarts left);
+  // then `why` says why, where in-place recovery was asked for.
   bool RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox);
+  // Free slots for up to `wanted` replacement ranks of `job` (a CPU job's):
+  // none while a queued job of a higher priority waits, since the slots
+  // are its first (as a restart of `job` would queue behind it).
+  Placement ReplacementSlotsLocked(const v1::Job& job, int wanted) const;
   void EndGenerationLocked(v1::Job& job, const std::string& why, bool counted,
                            Outbox* outbox);
   // The newest cataloged checkpoint of the job, if any.

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/free_slots.h"
 #include "coordinator/job_manager.h"
 
 namespace trainctl::coordinator {
@@ -59,24 +61,33 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     }
     survivors.push_back(rank.rank());
   }
-  const int world = InPlaceWorldSize(static_cast<int>(survivors.size()),
-                                     ft.min_workers(),
-                                     job.spec().training().batch_size());
+  const int world_before = job.world_size();
+  Placement spares = ReplacementSlotsLocked(
+      job, world_before - static_cast<int>(survivors.size()));
+  const int world = InPlaceWorldSize(
+      static_cast<int>(survivors.size() + spares.rank_workers.size()), ft.min_workers(),
+      job.spec().training().batch_size());
   if (world == 0) {
     return cannot(absl::StrCat("no number of the ", survivors.size(),
                                " ranks left that is at least min_workers (",
                                ft.min_workers(), ") divides the global batch (",
                                job.spec().training().batch_size(), ")"));
   }
+  // Where the batch does not split over them all, replacements are the
+  // first left out: a survivor holds state, a replacement only a slot.
+  const int replacing = std::max(0, world - static_cast<int>(survivors.size()));
+  spares.rank_workers.resize(replacing);
+  spares.on_gpu_slot.resize(replacing);
 
   const int64_t now = clock_.NowUnixMs();
   ChargeJobLocked(job, now);  // the old world size up to now
   const int to = from + 1;
-  const int world_before = job.world_size();
   std::map<int, Rendezvous::RegroupPlace> places;
   std::map<std::string, v1::CoordinatorMessage> regroups;
   std::map<std::string, v1::CoordinatorMessage> cancels;
+  std::map<std::string, v1::CoordinatorMessage> assigns;
   std::vector<v1::RankInfo> kept;
+  std::map<std::string, int> ranks_on;  // the new generation's, by worker
   for (size_t i = 0; i < survivors.size(); ++i) {
     const v1::RankInfo& old = job.ranks(survivors[i]);
     registry_.Release(old.worker(), {job.id(), from, old.rank()});
@@ -90,6 +101,7 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     }
     const int rank = static_cast<int>(i);
     places[old.rank()] = {to, rank, world};
+    ++ranks_on[old.worker()];
     v1::RankInfo info = old;
     info.set_rank(rank);
     info.set_joined(false);
@@ -104,6 +116,29 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     v1::RegroupRanks::Move* move = regroup->add_moves();
     move->set_from_rank(old.rank());
     move->set_rank(rank);
+  }
+  for (const std::string& worker : spares.rank_workers) ++ranks_on[worker];
+  std::map<std::string, int> local_next;
+  for (const v1::RankInfo& info : kept) ++local_next[info.worker()];
+  for (int i = 0; i < replacing; ++i) {
+    const std::string& worker = spares.rank_workers[i];
+    const int rank = static_cast<int>(kept.size());
+    v1::RankInfo info;
+    info.set_rank(rank);
+    info.set_worker(worker);
+    info.set_host(registry_.Find(worker)->info.collective_host());
+    info.set_state(v1::RANK_STATE_ASSIGNED);
+    info.set_gpu_slot(spares.on_gpu_slot[i]);
+    registry_.Occupy(worker, {job.id(), to, rank}, spares.on_gpu_slot[i]);
+    kept.push_back(std::move(info));
+    v1::RankAssignment* a = assigns[worker].mutable_assign()->add_ranks();
+    a->set_job_id(job.id());
+    a->set_generation(to);
+    a->set_rank(rank);
+    a->set_world_size(world);
+    a->set_local_rank(local_next[worker]++);
+    a->set_local_world_size(ranks_on[worker]);
+    a->set_joins_in_place(true);
   }
   job.set_generation(to);
   in_place_generation_[job.id()] = to;
@@ -127,15 +162,45 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   for (auto& [worker, message] : cancels) {
     if (const auto* w = registry_.Find(worker)) outbox->push_back({w->link, std::move(message)});
   }
-  const std::string reason = absl::StrCat(
-      why, "; recovered in place: generation ", to, " goes on with ", world, " of ",
-      world_before, " ranks from their state in memory (recovery ", job.restarts(),
-      " of ", ft.max_restarts(), ")");
+  for (auto& [worker, message] : assigns) {
+    *message.mutable_assign()->mutable_spec() = job.spec();
+    outbox->push_back({registry_.Find(worker)->link, std::move(message)});
+  }
+  std::string reason = absl::StrCat(why, "; recovered in place: generation ", to,
+                                    " goes on with ", world, " of ", world_before, " ranks");
+  if (replacing == 0) {
+    absl::StrAppend(&reason, " from their state in memory");
+  } else {
+    absl::StrAppend(&reason, ": ", world - replacing, " from their "
+                    "state in memory, ", replacing, " new on ",
+                    absl::StrJoin(spares.rank_workers, ", "),
+                    " that receive", replacing == 1 ? "s" : "", " it over the collective");
+  }
+  absl::StrAppend(&reason, " (recovery ", job.restarts(), " of ", ft.max_restarts(), ")");
   const int64_t started = job.started_unix_ms();
   TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
   job.set_started_unix_ms(started);  // the ETA counts from the job's start
   RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
   return true;
+}
+
+Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted) const {
+  Placement none;
+  if (wanted <= 0) return none;
+  const int priority = scheduling_.ValueOf(job.spec().priority());
+  for (const std::string& id : queue_) {
+    // One that can never fit, or is held by its quota, wants no slot now.
+    const auto kind = wait_kinds_.find(id);
+    if (kind != wait_kinds_.end() &&
+        (kind->second == WaitKind::kNeverFits || kind->second == WaitKind::kQuota)) {
+      continue;
+    }
+    if (PendingLocked(jobs_.at(id)).priority > priority) return none;
+  }
+  const FreeSlots free(registry_.FreeSlots());
+  const int taking = std::min(wanted, free.free());
+  if (taking == 0) return none;
+  return free.Plan(job.id(), taking, /*gpu=*/false);
 }
 
 }  // namespace trainctl::coordinator

@@ -1,15 +1,19 @@
 // In-place recovery end to end (fault_tolerance.in_place) with real
 // processes on loopback: a rank that crashes and a worker killed with
-// SIGKILL. The surviving rank processes keep their state, regroup as the
-// next generation on two ranks, and redo only the interrupted step: the
-// job reloads no checkpoint, every logged step appears once in its
-// metrics, and every sample of every epoch is trained exactly once.
+// SIGKILL. The surviving rank processes keep their state and regroup as the
+// next generation, with a replacement rank on a free slot (the crashed
+// rank's own, or a spare worker's) that gets their state over the
+// collective, or on two ranks when no slot is free. They redo only the
+// interrupted step: the job reloads no checkpoint, every logged step
+// appears once in its metrics, and every sample of every epoch is trained
+// exactly once.
 
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -17,6 +21,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fault_test_util.h"
 #include "local_cluster.h"
 
@@ -38,14 +43,15 @@ std::map<int, std::set<int64_t>> StepsByGeneration(const std::string& dir,
   return out;
 }
 
-// Three single-slot workers whose ranks log their samples into
-// `samples` (if not empty) and run with TRAINCTL_FAULT=`fault` (if not empty).
+// Single-slot workers (three, or `workers`) whose ranks log their samples
+// into `samples` (if not empty) and run with TRAINCTL_FAULT=`fault` (if
+// not empty).
 std::unique_ptr<LocalCluster> ThreeWorkers(const std::string& samples,
-                                           const std::string& fault) {
+                                           const std::string& fault, int workers = 3) {
   std::optional<ScopedEnv> log, faults;
   if (!samples.empty()) log.emplace("TRAINCTL_SAMPLE_LOG", samples);
   if (!fault.empty()) faults.emplace("TRAINCTL_FAULT", fault);
-  return std::make_unique<LocalCluster>(3, 1, 1);
+  return std::make_unique<LocalCluster>(workers, 1, 1);
 }
 
 size_t FilesIn(const std::string& dir) {
@@ -76,20 +82,21 @@ std::map<int64_t, double> TrainLosses(LocalCluster& cluster, const std::string& 
   return losses;
 }
 
-// What every in-place recovery of a 3-rank job to 2 ranks must show.
+// What every in-place recovery of a 3-rank job must show: on `world`
+// ranks after it (3 with a replacement, 2 without).
 void ExpectRecoveredInPlace(LocalCluster& cluster, const v1::Job& done,
-                            const std::string& samples) {
+                            const std::string& samples, int world) {
   ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
   EXPECT_EQ(done.generation(), 2);
-  EXPECT_EQ(done.world_size(), 2);
+  EXPECT_EQ(done.world_size(), world);
   EXPECT_EQ(done.restarts(), 1);
   EXPECT_TRUE(RestartReasons(done).empty()) << RestartReasons(done)[0];
   int regrouped = 0;
   for (const v1::Transition& t : done.transitions()) {
     if (t.from() == v1::JOB_STATE_RUNNING && t.to() == v1::JOB_STATE_RUNNING) {
       ++regrouped;
-      EXPECT_THAT(t.reason(), HasSubstr("recovered in place: generation 2 goes on with "
-                                        "2 of 3 ranks"));
+      EXPECT_THAT(t.reason(), HasSubstr(absl::StrCat("recovered in place: generation 2 "
+                                                     "goes on with ", world, " of 3 ranks")));
     }
   }
   EXPECT_EQ(regrouped, 1);
@@ -98,7 +105,7 @@ void ExpectRecoveredInPlace(LocalCluster& cluster, const v1::Job& done,
   for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
   EXPECT_EQ(TrainSteps(cluster, done.id()), want);
   // Generation 2 starts at the step generation 1 was in when the rank was
-  // lost (that step is redone on two ranks), or after it when the survivors
+  // lost (that step is redone on the new world), or after it when the survivors
   // had finished its update; not at a checkpoint.
   const std::map<int, std::set<int64_t>> steps = StepsByGeneration(samples, done.id());
   ASSERT_EQ(steps.size(), 2u);
@@ -113,30 +120,35 @@ void ExpectRecoveredInPlace(LocalCluster& cluster, const v1::Job& done,
   const std::vector<v1::Checkpoint> catalog = Catalog(cluster, done.id());
   ASSERT_FALSE(catalog.empty());
   EXPECT_EQ(catalog.back().step(), 2 * kStepsPerEpoch);
-  EXPECT_EQ(catalog.back().world_size(), 2);
+  EXPECT_EQ(catalog.back().world_size(), world);
   EXPECT_EQ(catalog.back().generation(), 2);
 }
 
-TEST(InPlaceRecoveryTest, ACrashedRankIsRecoveredInPlaceOnTheSurvivors) {
+// The crashed rank's slot is free again: a replacement takes it.
+TEST(InPlaceRecoveryTest, ACrashedRankIsReplacedInPlace) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
   const std::unique_ptr<LocalCluster> cluster =
       ThreeWorkers(samples_dir.path(), "exit:rank=2,step=30");
   const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
-  ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
+  ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 3);
   EXPECT_THAT(done.transitions().rbegin()[1].reason(),
               HasSubstr("rank 2 on worker w3 exited with code 3"));
+  EXPECT_THAT(done.transitions().rbegin()[1].reason(), HasSubstr("1 new on w3"));
   const std::map<int, std::set<int64_t>> steps =
       StepsByGeneration(samples_dir.path(), job.id());
   EXPECT_EQ(*steps.at(2).begin(), 30);
-  bool noted = false;
+  bool noted = false, joined = false;
   for (const v1::JobEvent& e : cluster->Events(job.id())) {
     if (e.has_log() && e.log().text().find("training goes on at step") != std::string::npos) {
       std::cout << e.log().text() << std::endl;
       noted |= e.log().text().find("training goes on at step 30") != std::string::npos;
+      joined |= e.log().text().find("joined in place as rank 2 of 3 in generation 2: "
+                                    "training goes on at step 30") != std::string::npos;
     }
   }
   EXPECT_TRUE(noted) << "the survivors' log says where training went on";
+  EXPECT_TRUE(joined) << "so does the replacement's";
 }
 
 // A rank lost after the step's update but before its end: the survivors
@@ -151,7 +163,7 @@ TEST(InPlaceRecoveryTest, AStepsEndThatNoSurvivorFinishedIsDoneAfterTheRegroup) 
   const v1::Job job = cluster->Submit(
       Spec(3, checkpoints_dir.path(), kInPlace));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
-  ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
+  ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 3);
   EXPECT_EQ(*StepsByGeneration(samples_dir.path(), job.id()).at(2).begin(), 40);
   bool step_40_by_generation_2 = false;
   for (const v1::Checkpoint& c : Catalog(*cluster, job.id())) {
@@ -161,7 +173,8 @@ TEST(InPlaceRecoveryTest, AStepsEndThatNoSurvivorFinishedIsDoneAfterTheRegroup) 
 }
 
 // Rank 0 reports the job's metrics and writes its checkpoints: when it is
-// the one lost, the old rank 1 takes over both.
+// the one lost, the old rank 1 takes over both (the replacement on w1's
+// free slot is the last rank).
 TEST(InPlaceRecoveryTest, LosingRankZeroHandsItsDutiesToTheNext) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
   const std::unique_ptr<LocalCluster> cluster =
@@ -171,18 +184,19 @@ TEST(InPlaceRecoveryTest, LosingRankZeroHandsItsDutiesToTheNext) {
       Spec(3, checkpoints_dir.path(),
            std::string(kInPlace) + "\ntensorboard: {dir: " + events_dir.path() + "}"));
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
-  ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
+  ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 3);
   // The old rank 0's event file, and the new rank 0's.
   EXPECT_EQ(FilesIn(events_dir.path() + "/" + job.id()), 2u);
-  ASSERT_EQ(done.ranks_size(), 2);
+  ASSERT_EQ(done.ranks_size(), 3);
   EXPECT_EQ(done.ranks(0).worker(), "w2");
   EXPECT_EQ(done.ranks(1).worker(), "w3");
+  EXPECT_EQ(done.ranks(2).worker(), "w1");
 }
 
 // The survivors' state in memory is the state a checkpoint would have
-// held: recovering in place at step 40 trains on as restarting from the
-// checkpoint of step 40 on the same two ranks does (the same world-size
-// schedule).
+// held: recovering in place at step 40 (with a replacement that got that
+// state over the collective) trains on as restarting from the checkpoint
+// of step 40 on the same three slots does (the same world-size schedule).
 TEST(InPlaceRecoveryTest, EndsWithTheModelOfARestartFromTheSameStep) {
   const ScopedTempDir checkpoints_dir("ip-ckpt");
   // Rank 0's checkpoint of step 40 is cataloged before the exit, so the
@@ -214,7 +228,8 @@ TEST(InPlaceRecoveryTest, EndsWithTheModelOfARestartFromTheSameStep) {
   EXPECT_NEAR(Accuracy(in_place), Accuracy(restarted), 0.01);
 }
 
-TEST(InPlaceRecoveryTest, AKilledWorkerIsRecoveredInPlaceOnTheSurvivors) {
+// No free slot anywhere: the job goes on with its two survivors.
+TEST(InPlaceRecoveryTest, AKilledWorkerWithNoSpareShrinksToTheSurvivors) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
   const std::unique_ptr<LocalCluster> cluster = ThreeWorkers(samples_dir.path(), "");
   const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
@@ -223,7 +238,47 @@ TEST(InPlaceRecoveryTest, AKilledWorkerIsRecoveredInPlaceOnTheSurvivors) {
   ASSERT_LT(mid.latest_train().step(), 2 * kStepsPerEpoch - 20);
   cluster->KillWorker(2);
   const v1::Job done = WaitUntilFinal(*cluster, job.id());
-  ExpectRecoveredInPlace(*cluster, done, samples_dir.path());
+  ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 2);
+}
+
+// A fourth worker stands by: the killed worker's rank is replaced there,
+// and the job ends with the parameters of a run nobody disturbed (same
+// world size throughout, same data on each rank).
+TEST(InPlaceRecoveryTest, AKilledWorkersRankIsReplacedOnASpareWorker) {
+  const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
+  const std::unique_ptr<LocalCluster> cluster =
+      ThreeWorkers(samples_dir.path(), "", /*workers=*/4);
+  const v1::Job undisturbed = WaitUntilFinal(
+      *cluster, cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace)).id());
+  ASSERT_EQ(undisturbed.state(), v1::JOB_STATE_SUCCEEDED) << undisturbed.reason();
+  const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
+  const v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 25, seconds(300));
+  ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);
+  ASSERT_LT(mid.latest_train().step(), 2 * kStepsPerEpoch - 20);
+  std::string killed;
+  for (const v1::RankInfo& rank : mid.ranks()) {
+    if (rank.rank() == 1) killed = rank.worker();
+  }
+  cluster->KillWorker(killed.back() - '1');
+  const v1::Job done = WaitUntilFinal(*cluster, job.id());
+  ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 3);
+  std::set<std::string> workers;
+  for (const v1::RankInfo& rank : done.ranks()) workers.insert(rank.worker());
+  EXPECT_EQ(workers.size(), 3u);
+  EXPECT_EQ(workers.count(killed), 0u);
+  // Every logged loss as in the undisturbed run, to float tolerance.
+  const std::map<int64_t, double> mine = TrainLosses(*cluster, job.id());
+  const std::map<int64_t, double> want = TrainLosses(*cluster, undisturbed.id());
+  ASSERT_EQ(mine.size(), want.size());
+  double worst = 0;
+  for (const auto& [step, loss] : want) {
+    ASSERT_TRUE(mine.count(step)) << step;
+    EXPECT_NEAR(mine.at(step), loss, 1e-6 * loss) << "step " << step;
+    worst = std::max(worst, std::abs(mine.at(step) - loss) / loss);
+  }
+  std::cout << "largest relative loss difference to the undisturbed run: " << worst
+            << "; accuracy " << Accuracy(done) << " vs " << Accuracy(undisturbed) << std::endl;
+  EXPECT_NEAR(Accuracy(done), Accuracy(undisturbed), 0.005);
 }
 
 }  // namespace

@@ -56,56 +56,126 @@ class InPlaceTest : public JobManagerFaultsTest {
   std::vector<std::shared_ptr<FakeAgentLink>> links_;
 };
 
-TEST_F(InPlaceTest, ARankExitRegroupsTheSurvivorsWithoutARestart) {
+// The crashed rank's slot is free again: a replacement takes it, and the
+// job keeps its world size.
+TEST_F(InPlaceTest, ARankExitIsReplacedOnTheSlotItFreed) {
   const v1::Job job =
       StartTraining(3, 24, "{in_place: true, min_workers: 2, max_restarts: 2}");
   Exit("w3", job.id(), 2, 3, "fault hook: exiting before step 30");
   const v1::Job after = *jobs_.Get(job.id());
   EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(after.generation(), 2);
-  EXPECT_EQ(after.world_size(), 2);
+  EXPECT_EQ(after.world_size(), 3);
   EXPECT_EQ(after.restarts(), 1);
-  ASSERT_EQ(after.ranks_size(), 2);
+  ASSERT_EQ(after.ranks_size(), 3);
   EXPECT_EQ(after.ranks(0).worker(), "w1");
   EXPECT_EQ(after.ranks(1).worker(), "w2");
   EXPECT_EQ(after.ranks(1).state(), v1::RANK_STATE_RUNNING);
+  EXPECT_EQ(after.ranks(2).worker(), "w3");
+  EXPECT_EQ(after.ranks(2).state(), v1::RANK_STATE_ASSIGNED);
   EXPECT_THAT(after.reason(),
               HasSubstr("rank 2 on worker w3 exited with code 3: fault hook"));
-  EXPECT_THAT(after.reason(), HasSubstr("; recovered in place: generation 2 goes on "
-                                        "with 2 of 3 ranks from their state in memory "
-                                        "(recovery 1 of 2)"));
+  EXPECT_THAT(after.reason(),
+              HasSubstr("; recovered in place: generation 2 goes on with 3 of 3 ranks: 2 "
+                        "from their state in memory, 1 new on w3 that receives it over "
+                        "the collective (recovery 1 of 2)"));
   const v1::Transition& last = *after.transitions().rbegin();
   EXPECT_EQ(last.from(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(last.to(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(last.slots(), 2);
+  EXPECT_EQ(last.slots(), 3);
   // Each survivor's agent renumbers its rank; nothing is cancelled.
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(Regroups(r).size(), 1u) << r;
     const v1::RegroupRanks regroup = Regroups(r)[0];
     EXPECT_EQ(regroup.from_generation(), 1);
     EXPECT_EQ(regroup.generation(), 2);
-    EXPECT_EQ(regroup.world_size(), 2);
+    EXPECT_EQ(regroup.world_size(), 3);
     ASSERT_EQ(regroup.moves_size(), 1);
     EXPECT_EQ(regroup.moves(0).from_rank(), r);
     EXPECT_EQ(regroup.moves(0).rank(), r);
     EXPECT_EQ(links_[r]->Cancels(), 0);
   }
-  // The ranks learn their place from the rendezvous; the lost one has none.
+  // The replacement is started to join them: no checkpoint to load.
+  const std::vector<v1::RankAssignment> started = links_[2]->Assignments();
+  ASSERT_EQ(started.size(), 2u);  // generation 1's rank 2, then the replacement
+  EXPECT_TRUE(started[1].joins_in_place());
+  EXPECT_FALSE(started[0].joins_in_place());
+  EXPECT_EQ(started[1].generation(), 2);
+  EXPECT_EQ(started[1].rank(), 2);
+  EXPECT_EQ(started[1].world_size(), 3);
+  EXPECT_EQ(started[1].local_rank(), 0);
+  EXPECT_EQ(started[1].local_world_size(), 1);
+  EXPECT_TRUE(started[1].resume().path().empty());
+  EXPECT_EQ(started[1].spec().name(), "ft");
+  // The survivors learn their place from the rendezvous; the lost one has none.
   absl::StatusOr<Rendezvous::RegroupPlace> place =
       rendezvous_.AwaitRegroup({job.id(), 1}, 1, 0);
   ASSERT_TRUE(place.ok()) << place.status();
   EXPECT_EQ(place->generation, 2);
   EXPECT_EQ(place->rank, 1);
-  EXPECT_EQ(place->world_size, 2);
+  EXPECT_EQ(place->world_size, 3);
   EXPECT_EQ(rendezvous_.AwaitRegroup({job.id(), 1}, 2, 0).status().code(),
             absl::StatusCode::kFailedPrecondition);
   // The old generation's scope is closed; the new one is open.
   EXPECT_FALSE(rendezvous_.Set({job.id(), 1}, "k", "v").ok());
   EXPECT_TRUE(rendezvous_.Set({job.id(), 2}, "k", "v").ok());
-  // The renumbered ranks finish under their new identity.
+  // The ranks finish under their new identity.
+  Exit("w3", job.id(), 2, 0, "", 2);
   Exit("w2", job.id(), 1, 0, "", 2);
   Exit("w1", job.id(), 0, 0, "", 2);
   EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+// A lost node's ranks go to a free worker's slots.
+TEST_F(InPlaceTest, ALostWorkerIsReplacedOnAFreeWorker) {
+  const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
+  links_.push_back(AddWorker("w4", 2));
+  jobs_.WorkerDisconnected("w2", links_[1].get());
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.world_size(), 3);
+  ASSERT_EQ(after.ranks_size(), 3);
+  EXPECT_EQ(after.ranks(1).worker(), "w3");  // old rank 2 moves down
+  EXPECT_EQ(after.ranks(2).worker(), "w4");
+  EXPECT_THAT(after.reason(), HasSubstr("worker w2 running rank 1 was lost: its stream "
+                                        "closed; recovered in place: generation 2 goes "
+                                        "on with 3 of 3 ranks: 2 from their state in "
+                                        "memory, 1 new on w4"));
+  ASSERT_EQ(links_[3]->Assignments().size(), 1u);
+  EXPECT_TRUE(links_[3]->Assignments()[0].joins_in_place());
+  // One free slot of w4 is left for others.
+  for (const v1::WorkerInfo& w : jobs_.Workers()) {
+    EXPECT_EQ(w.slots_free(), w.name() == "w4" ? 1 : 0) << w.name();
+  }
+}
+
+// A higher priority waits in the queue for slots: they are its first, and
+// the job goes on with its survivors.
+TEST_F(InPlaceTest, AHigherPriorityJobWaitingKeepsTheFreeSlots) {
+  jobs_.SetSchedulingConfig(
+      TestPolicy("classes: {low: 0, high: 10}\ndefault_class: low\n"));
+  // No checkpoints: never preempted, so the high job waits.
+  for (int w = 1; w <= 4; ++w) links_.push_back(AddWorker("w" + std::to_string(w), 1));
+  const v1::Job job = *jobs_.Submit(
+      FaultSpec(3, 24, "fault_tolerance: {in_place: true, min_workers: 2}\n", "{}"), false);
+  ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
+  for (int r = 0; r < 3; ++r) {
+    v1::RankStatus running;
+    running.set_job_id(job.id());
+    running.set_generation(1);
+    running.set_rank(r);
+    running.set_running(true);
+    ASSERT_TRUE(jobs_.OnRankStatus(Worker(r), running).ok());
+    Progress(Worker(r), job.id(), r, 12, 40, "compute");
+  }
+  const v1::Job high = *jobs_.Submit(
+      "name: h\nranks: 2\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+      "training: {batch_size: 8}\npriority: high\n", false);
+  ASSERT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_QUEUED);
+  jobs_.WorkerDisconnected("w2", links_[1].get());
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.world_size(), 2);
+  EXPECT_TRUE(links_[3]->Assignments().empty());
 }
 
 // The new rank 0 reports the interrupted step's train point again when it
@@ -163,9 +233,10 @@ TEST_F(InPlaceTest, ACheckpointWrittenJustBeforeTheRegroupIsCataloged) {
             absl::StatusCode::kInvalidArgument);  // no generation 3 yet
 }
 
+// No free slot anywhere: the job shrinks to its survivors.
 TEST_F(InPlaceTest, RanksAfterTheLostOneMoveDown) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");
-  Exit("w2", job.id(), 1, -9);
+  jobs_.WorkerDisconnected("w2", links_[1].get());
   const v1::Job after = *jobs_.Get(job.id());
   ASSERT_EQ(after.ranks_size(), 2);
   EXPECT_EQ(after.ranks(1).worker(), "w3");
@@ -195,7 +266,7 @@ TEST_F(InPlaceTest, ALostWorkerRegroupsTheSurvivors) {
 
 TEST_F(InPlaceTest, WhatTheBatchCannotSplitOverIsLeftOut) {
   const v1::Job job = StartTraining(4, 16, "{in_place: true, min_workers: 2}");
-  Exit("w2", job.id(), 1, 3);
+  jobs_.WorkerDisconnected("w2", links_[1].get());
   const v1::Job after = *jobs_.Get(job.id());
   EXPECT_EQ(after.world_size(), 2);  // 3 survivors, but 16 splits over 2
   ASSERT_EQ(after.ranks_size(), 2);
@@ -208,7 +279,7 @@ TEST_F(InPlaceTest, WhatTheBatchCannotSplitOverIsLeftOut) {
 
 TEST_F(InPlaceTest, TooFewSurvivorsRestartFromTheCheckpoint) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 3}");
-  Exit("w3", job.id(), 2, 3);
+  jobs_.WorkerDisconnected("w3", links_[2].get());
   const v1::Job after = *jobs_.Get(job.id());
   EXPECT_EQ(after.state(), v1::JOB_STATE_RESTARTING);
   EXPECT_THAT(after.reason(), HasSubstr("from the checkpoint at step 10"));

@@ -329,6 +329,7 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   request.set_collective_host(options_.collective_host);
   *request.mutable_spec() = a.spec();
   *request.mutable_resume() = a.resume();
+  request.set_joins_in_place(a.joins_in_place());
   request.set_threads(threads);
   request.set_rendezvous_key(a.rendezvous_key());
   request.set_ca_pem(options_.ca_pem);

@@ -34,6 +34,10 @@ struct RankContext {
   std::function<void(const v1::Checkpoint&)> on_checkpoint;
   // A checkpoint to resume from: rank 0 reads it and shares its bytes.
   std::string resume_path;
+  // A replacement rank joining the survivors of an in-place recovery: it
+  // takes their state (and the step they are at) over the collective,
+  // instead of rank 0's initial parameters or a checkpoint.
+  bool joins_in_place = false;
   // Supplies the datasets when set (the rank process loads them while it
   // joins the process group); otherwise Train loads them itself.
   std::function<absl::StatusOr<Datasets>()> load_data;

@@ -202,6 +202,7 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.rank = args.rank;
   ctx.world_size = args.world_size;
   ctx.resume_path = launch.resume().path();
+  ctx.joins_in_place = launch.joins_in_place();
   ctx.faults = FaultHooks::FromEnvironment().ForJob(args.job_id);
   ctx.stop_requested = [] { return stop_requested.load(); };
   Reporter reporter;

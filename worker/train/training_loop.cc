@@ -102,8 +102,9 @@ absl::Status TrainingLoop::LoadData() {
   ASSIGN_OR_RETURN(data_, ctx_.load_data ? ctx_.load_data() : LoadDatasets(spec_));
   data_wait_ms_ = Seconds(load_start) * 1000;
   // Nodes that hold different shard files must not train on different
-  // data: every rank checks what it sees against rank 0.
-  if (ctx_.group) {
+  // data: every rank checks what it sees against rank 0 (a replacement
+  // joining in place, against the survivors: JoinInPlace).
+  if (ctx_.group && !ctx_.joins_in_place) {
     ASSIGN_OR_RETURN(const std::string rank_zero,
                      BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, data_.manifest));
     if (std::string why = ManifestDifference(rank_zero, data_.manifest, ctx_.rank);
@@ -143,7 +144,8 @@ absl::Status TrainingLoop::BuildModelAndOptimizer() {
   if (params_.empty()) {
     return absl::InvalidArgumentError("model: has no trainable parameters");
   }
-  BroadcastFromRankZero(ctx_.group, params_);
+  // A replacement's state comes from the survivors (JoinInPlace).
+  if (!ctx_.joins_in_place) BroadcastFromRankZero(ctx_.group, params_);
   optimizer_ = BuildOptimizer(spec_.optimizer(), params_);
   sync_ = std::make_unique<RankCollectives>(params_, ctx_.group, ctx_.world_size);
   buckets_ = std::make_unique<GradientBuckets>(params_, ctx_.group, ctx_.world_size,
@@ -213,8 +215,9 @@ void TrainingLoop::StartBatches() {
 }
 
 absl::StatusOr<TrainResult> TrainingLoop::Run() {
-  result_.first_step = first_step_;
   int64_t step = first_step_;
+  if (ctx_.joins_in_place) RETURN_IF_ERROR(JoinInPlace(step));
+  result_.first_step = first_step_;
   while (step < total_steps_) {
     absl::StatusOr<bool> stop = false;
     try {

@@ -93,6 +93,29 @@ class TrainingLoop {
   // the other survivors on the furthest step (its state sent to those
   // behind), and sets `step` to it. Throws when a collective fails again.
   absl::Status Regroup(const std::string& what, int64_t& step);
+  // A replacement's start (ctx.joins_in_place): agrees with the survivors
+  // in its first generation, takes their state, and sets `step` to theirs.
+  absl::Status JoinInPlace(int64_t& step);
+  // What every rank of a generation formed in place tells the others
+  // (one row each, these columns), and what they conclude from it: the
+  // step to go on at, and the rank whose state the ranks behind took.
+  enum AgreementColumn {
+    kStepsDone, kReported, kEnded, kLoss, kLr, kGradNorm, kWasRankZero, kNewcomer
+  };
+  struct Agreement {
+    int64_t resume = 0;
+    int source = 0;
+    bool apart = false;  // not all at `resume`: the state was sent
+    bool took_state = false;  // this rank was behind and took it
+    std::vector<std::vector<double>> rows;
+  };
+  // The collectives of that agreement on the new group: throws when one
+  // fails; an error when a replacement's data differs from the survivors'.
+  absl::StatusOr<Agreement> AgreeOnState(int old_rank);
+  // Training goes on from `agreed.resume` with the new group (its batches,
+  // sinks, straggler watch, and the interrupted step's end).
+  void GoOnAt(const Agreement& agreed, int old_rank,
+              std::chrono::steady_clock::time_point start);
   // After Regroup agreed on `resume` from every survivor's `rows`: the
   // train point and the step's end (evaluation, checkpoint) that no
   // survivor finished before the loss.

@@ -13,17 +13,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/support/rank_spread.h"
+#include "worker/support/shard_manifest.h"
 #include "worker/train/training_loop.h"
 
 namespace trainctl::train {
 namespace {
 
-// Not a configuration error: the rank's exit lets the coordinator restart
-// the job from its checkpoint instead.
 // Regroups one recovery may take when ranks keep being lost while the
 // next generation forms.
 constexpr int kRegroupAttempts = 3;
 
+// Not a configuration error: the rank's exit lets the coordinator restart
+// the job from its checkpoint instead.
 absl::Status RecoveryFailed(const absl::Status& status) {
   return absl::AbortedError(absl::StrCat("in-place recovery: ", status.message()));
 }
@@ -40,10 +41,7 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   // Everything that holds the failed group, before the group itself: its
   // batches were split for the old world, its collectives are broken.
   batches_.reset();
-  int source = 0;
-  bool apart = false;
-  std::vector<std::vector<double>> rows;
-  int64_t resume = steps_done_;
+  Agreement agreed;
   for (int attempt = 1;; ++attempt) {
     buckets_.reset();
     sync_.reset();
@@ -63,30 +61,9 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
     buckets_ = std::make_unique<GradientBuckets>(params_, ctx_.group, ctx_.world_size,
                                                  int64_t{t_.bucket_mb()} << 20);
     try {
-      // A collective can finish on some ranks before the loss shows on
-      // others, so survivors may stand one optimizer step apart: the
-      // furthest wins, and the lowest rank there sends its whole state to
-      // the ranks behind.
-      const bool logged = last_log_.step == steps_done_;
-      rows = sync_->GatherScalars(
-          {static_cast<double>(steps_done_), static_cast<double>(reported_through_),
-           static_cast<double>(ended_through_), logged ? last_log_.loss : NAN,
-           last_log_.lr, last_log_.grad_norm, old_rank == 0 ? 1.0 : 0.0});
-      const Spread done = SpreadOf(rows, 0);
-      source = done.max_rank;
-      apart = done.min != done.max;
-      resume = static_cast<int64_t>(done.max);
-      if (apart) {
-        absl::StatusOr<std::string> mine = std::string();
-        if (ctx_.rank == source) mine = EncodeTrainingState(StateRefs(), CursorAt(resume));
-        absl::StatusOr<std::string> state =
-            BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine, source);
-        if (!state.ok()) return RecoveryFailed(state.status());
-        if (ctx_.rank != source) {
-          absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*state, StateRefs());
-          if (!loaded.ok()) return RecoveryFailed(loaded.status());
-        }
-      }
+      absl::StatusOr<Agreement> agreement = AgreeOnState(old_rank);
+      if (!agreement.ok()) return RecoveryFailed(agreement.status());
+      agreed = *std::move(agreement);
       break;
     } catch (const std::exception& e) {
       // Another rank lost while this generation formed: the coordinator
@@ -96,7 +73,87 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
                 << " lost a rank while it formed (" << e.what() << ")" << std::endl;
     }
   }
-  step = resume;
+  step = agreed.resume;
+  GoOnAt(agreed, old_rank, start);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::JoinInPlace(int64_t& step) {
+  const auto start = std::chrono::steady_clock::now();
+  progress_.Enter(LoopPosition::Phase::kRegroup);
+  batches_.reset();  // made for step 0; the survivors say where they are
+  absl::StatusOr<Agreement> agreed;
+  try {
+    agreed = AgreeOnState(ctx_.rank);
+  } catch (const std::exception& e) {
+    agreed = absl::UnavailableError(e.what());
+  }
+  if (!agreed.ok()) {
+    return absl::Status(agreed.status().code(),
+                        absl::StrCat("joining generation ", ctx_.generation,
+                                     " in place: ", agreed.status().message()));
+  }
+  ctx_.joins_in_place = false;  // from now on a survivor like the others
+  step = agreed->resume;
+  GoOnAt(*agreed, ctx_.rank, start);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainingLoop::Agreement> TrainingLoop::AgreeOnState(int old_rank) {
+  Agreement agreed;
+  // A collective can finish on some ranks before the loss shows on others,
+  // so survivors may stand one optimizer step apart: the furthest wins, and
+  // the lowest rank there sends its whole state to the ranks behind (and to
+  // a replacement, which has none yet: -1 steps done).
+  const bool newcomer = ctx_.joins_in_place;
+  const bool logged = !newcomer && last_log_.step == steps_done_;
+  agreed.rows = sync_->GatherScalars(
+      {newcomer ? -1.0 : static_cast<double>(steps_done_),
+       newcomer ? -1.0 : static_cast<double>(reported_through_),
+       newcomer ? -1.0 : static_cast<double>(ended_through_), logged ? last_log_.loss : NAN,
+       last_log_.lr, last_log_.grad_norm, old_rank == 0 && !newcomer ? 1.0 : 0.0,
+       newcomer ? 1.0 : 0.0});
+  const Spread done = SpreadOf(agreed.rows, kStepsDone);
+  agreed.source = done.max_rank;
+  agreed.apart = done.min != done.max;
+  agreed.resume = static_cast<int64_t>(done.max);
+  if (agreed.resume < 0) return absl::FailedPreconditionError("no rank holds a state");
+  const bool any_newcomer = SpreadOf(agreed.rows, kNewcomer).max > 0;
+  if (any_newcomer) {
+    // A replacement reads its own node's copy of the data: it must hold
+    // what the survivors train on (as every rank checks at a job's start).
+    absl::StatusOr<std::string> theirs =
+        BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, data_.manifest, agreed.source);
+    if (!theirs.ok()) return theirs.status();
+    if (newcomer) {
+      if (std::string why = ManifestDifference(*theirs, data_.manifest, ctx_.rank);
+          !why.empty()) {
+        return absl::InvalidArgumentError(why);
+      }
+    }
+  }
+  if (agreed.apart) {
+    absl::StatusOr<std::string> mine = std::string();
+    if (ctx_.rank == agreed.source) {
+      mine = EncodeTrainingState(StateRefs(), CursorAt(agreed.resume));
+    }
+    absl::StatusOr<std::string> state =
+        BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine, agreed.source);
+    if (!state.ok()) return state.status();
+    // Only the ranks behind take it: one at the furthest step keeps its
+    // own random generators.
+    if (newcomer || steps_done_ != agreed.resume) {
+      absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*state, StateRefs());
+      if (!loaded.ok()) return loaded.status();
+      agreed.took_state = true;
+    }
+  }
+  return agreed;
+}
+
+void TrainingLoop::GoOnAt(const Agreement& agreed, int old_rank,
+                          std::chrono::steady_clock::time_point start) {
+  const int64_t resume = agreed.resume;
   steps_done_ = resume;
   first_step_ = resume;
   window_ = StepTimes();
@@ -115,21 +172,24 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   }
   OpenSampleLog();
   StartBatches();
-  FinishInterruptedEnd(resume, source, rows);
+  FinishInterruptedEnd(resume, agreed.source, agreed.rows);
   const double ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-  std::cerr << "rank " << old_rank << " is rank " << ctx_.rank << " of " << ctx_.world_size
-            << " in generation " << ctx_.generation << ": training goes on at step "
-            << resume << " after " << static_cast<int64_t>(ms) << " ms"
-            << (apart ? absl::StrCat(" (state from rank ", source, ")") : std::string())
+  const bool newcomer = agreed.rows[ctx_.rank][kNewcomer] > 0;
+  std::cerr << "rank " << old_rank
+            << (newcomer ? " joined in place as rank " : " is rank ") << ctx_.rank
+            << " of " << ctx_.world_size << " in generation " << ctx_.generation
+            << ": training goes on at step " << resume << " after "
+            << static_cast<int64_t>(ms) << " ms"
+            << (agreed.took_state
+                    ? absl::StrCat(" (state from rank ", agreed.source, ")")
+                    : std::string())
             << std::endl;
-  return absl::OkStatus();
 }
 
 void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
                                         const std::vector<std::vector<double>>& rows) {
-  enum Column { kStepsDone, kReported, kEnded, kLoss, kLr, kGradNorm, kWasRankZero };
   if (resume <= 0) return;
   // Whether the old rank 0 survived and reported the step (if it was lost,
   // nobody knows: the step is reported again).
