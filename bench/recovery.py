@@ -3,17 +3,21 @@
 from the last checkpoint, side by side, same cluster, same job.
 
   python3 bench/recovery.py [--runs 3] [--kill-at 100] [--steps 300]
-      [--bin build/bin] [--threads 1]
+      [--bin build/bin] [--threads 1] [--spare]
 
 A coordinator and 3 single-slot workers on loopback (TLS, tokens, as a user
-runs them). Each run submits a 3-rank mlp on Fashion-MNIST (global batch
-96, checkpoint every 40 steps, a train point every step) with
-`trainctl submit --follow --output json`, SIGKILLs the third worker's agent
-(its rank dies with it) once step --kill-at is logged, and reads the job's
-events to the end. The modes alternate, --runs times each:
+runs them), and with --spare a fourth. Each run submits a 3-rank mlp on
+Fashion-MNIST (global batch 96, checkpoint every 40 steps, a train point
+every step) with `trainctl submit --follow --output json`, SIGKILLs the
+agent of the worker running rank 2 (the rank dies with it) once step
+--kill-at is logged, and reads the job's events to the end. The modes
+alternate, --runs times each:
   restart:  fault_tolerance {min_workers: 2} (every rank is killed, the job
-            reloads the checkpoint and re-trains the steps after it);
-  in-place: the same with in_place: true (the survivors go on).
+            reloads the checkpoint and re-trains the steps after it, on the
+            spare when there is one);
+  in-place: the same with in_place: true (the survivors go on: with
+            --spare, with a replacement rank on the spare worker that gets
+            their state over the collective; without, on two ranks).
 The killed worker is started again between runs.
 
 Per run, from the train points (one per optimizer step, stamped by rank 0):
@@ -53,6 +57,8 @@ def parse_args():
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--workdir", default=None)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--spare", action="store_true",
+                   help="a fourth worker, free when the job starts")
     return p.parse_args()
 
 
@@ -88,10 +94,13 @@ def run_once(args, cluster, in_place, tag):
     with open(out_path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL, text=True)
-    killed_ms, deadline = None, time.monotonic() + args.timeout
+    killed_ms, victim, deadline = None, None, time.monotonic() + args.timeout
     while proc.poll() is None and time.monotonic() < deadline:
-        if killed_ms is None and logged_step(out_path) >= args.kill_at:
-            cluster.kill_worker(RANKS - 1)
+        # Where rank 2 runs, looked up ahead so that the kill is not late.
+        if victim is None and logged_step(out_path) >= max(1, args.kill_at - 20):
+            victim = worker_of_rank(cluster, RANKS - 1)
+        if killed_ms is None and victim is not None and logged_step(out_path) >= args.kill_at:
+            cluster.kill_worker(victim)
             killed_ms = time.time() * 1000
             reached = logged_step(out_path)
         time.sleep(0.02)
@@ -99,7 +108,8 @@ def run_once(args, cluster, in_place, tag):
         proc.kill()
         raise BenchError(f"{tag} did not end in {args.timeout:.0f} s; events in {out_path}")
     err = proc.stderr.read()
-    cluster.start_worker(RANKS - 1)
+    if killed_ms is not None:
+        cluster.start_worker(victim)
     if killed_ms is None:
         raise BenchError(f"{tag} ended before step {args.kill_at} was logged")
     points = []
@@ -130,6 +140,35 @@ def run_once(args, cluster, in_place, tag):
             "kill_to_next_ms": next((t - killed_ms for _, t in points if t > killed_ms), None)}
 
 
+def ctl_json(cluster, *argv):
+    r = subprocess.run(cluster.ctl(*argv, "--output", "json"), capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        raise BenchError(f"trainctl {' '.join(argv)}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def worker_of_rank(cluster, rank):
+    """The index of the worker (bench-N is N-1) running `rank` of the one
+    running job."""
+    def dicts(node):
+        if isinstance(node, dict):
+            yield node
+            node = list(node.values())
+        if isinstance(node, list):
+            for child in node:
+                yield from dicts(child)
+    running = [d["id"] for d in dicts(ctl_json(cluster, "list"))
+               if "id" in d and "RUNNING" in str(d.get("state", ""))]
+    if len(running) != 1:
+        raise BenchError(f"expected one running job, found {running}")
+    for d in dicts(ctl_json(cluster, "status", running[0])):
+        # proto JSON leaves out zeros: rank 0 has no "rank"
+        if "worker" in d and "host" in d and int(d.get("rank", 0)) == rank:
+            return int(d["worker"].rsplit("-", 1)[1]) - 1
+    raise BenchError(f"no worker runs rank {rank} of job {running[0]}")
+
+
 def logged_step(path):
     """The highest train step in the event file so far (0: none)."""
     best = 0
@@ -153,10 +192,10 @@ def main():
             print(f"error: {os.path.join(args.bin, name)} is not built (make build)")
             return 2
     workdir = args.workdir = args.workdir or tempfile.mkdtemp(prefix="trainctl-recovery-")
-    print(f"recovery benchmark: {RANKS} ranks, kill -9 of one worker at step "
-          f"{args.kill_at} of {args.steps}, checkpoint every 40 steps; {args.runs} "
-          f"runs per mode; logs in {workdir}")
-    cluster = Cluster(args, RANKS, workdir)
+    print(f"recovery benchmark: {RANKS} ranks{' and a spare worker' if args.spare else ''}, "
+          f"kill -9 of rank {RANKS - 1}'s worker at step {args.kill_at} of {args.steps}, "
+          f"checkpoint every 40 steps; {args.runs} runs per mode; logs in {workdir}")
+    cluster = Cluster(args, RANKS + (1 if args.spare else 0), workdir)
     rows = []
     try:
         cluster.start()
