@@ -407,6 +407,7 @@ void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
   rendezvous_.DropJob(job.id());
   trained_generation_.erase(job.id());
   in_place_generation_.erase(job.id());
+  in_place_newcomers_.erase(job.id());
   log_limiter_.Forget(job.id());
   metric_limiter_.Forget(job.id());
 }

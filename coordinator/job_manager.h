@@ -288,10 +288,12 @@ class JobManager {
   // CUDA, a rank not yet in the group, too few left, no restarts left);
   // then `why` says why, where in-place recovery was asked for.
   bool RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox);
-  // Free slots for up to `wanted` replacement ranks of `job` (a CPU job's):
-  // none while a queued job of a higher priority waits, since the slots
-  // are its first (as a restart of `job` would queue behind it).
-  Placement ReplacementSlotsLocked(const v1::Job& job, int wanted) const;
+  // Free slots for up to `wanted` replacement ranks of `job` (a CPU job's),
+  // counting the slots of its ranks `freeing` as free: none while a queued
+  // job of a higher priority waits, since the slots are its first (as a
+  // restart of `job` would queue behind it).
+  Placement ReplacementSlotsLocked(const v1::Job& job, int wanted,
+                                   const std::vector<int>& freeing) const;
   void EndGenerationLocked(v1::Job& job, const std::string& why, bool counted,
                            Outbox* outbox);
   // The newest cataloged checkpoint of the job, if any.
@@ -383,8 +385,10 @@ class JobManager {
   // its ranks was past its start then (in-place recovery's test, sooner
   // than their heartbeats tell).
   std::map<std::string, int> trained_generation_;
-  // Per job, its latest generation formed by an in-place recovery.
+  // Per job, its latest generation formed by an in-place recovery, and
+  // that generation's replacement ranks (no state until it logs a step).
   std::map<std::string, int> in_place_generation_;
+  std::map<std::string, std::set<int>> in_place_newcomers_;
   const int64_t reattach_grace_ms_;
   Retention retention_;  // GUARDED_BY(mu_)
   // Dry runs waiting for a worker's data check, by request id.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,14 +39,33 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   auto trained = trained_generation_.find(job.id());
   const bool all_past_start =
       trained != trained_generation_.end() && trained->second == from;
+  // A generation formed in place that has not logged a step yet: lost
+  // while it formed. Its survivors still hold their state (in their
+  // regroup, maybe waiting for the group that now cannot form); its
+  // replacements hold none yet, so they are replaced again.
+  auto formed = in_place_generation_.find(job.id());
+  const bool forming = !all_past_start && formed != in_place_generation_.end() &&
+                       formed->second == from;
+  const std::set<int> no_state = forming ? in_place_newcomers_[job.id()] : std::set<int>();
   std::vector<int> survivors;
+  std::vector<int> stateless;  // replacements that had not joined yet
   for (const v1::RankInfo& rank : job.ranks()) {
     if (rank.state() == v1::RANK_STATE_EXITED || rank.state() == v1::RANK_STATE_LOST) {
       continue;
     }
     if (rank.gpu()) return cannot("it trains on CUDA (NCCL cannot be rebuilt in place yet)");
-    if (rank.state() != v1::RANK_STATE_RUNNING || !rank.joined() ||
-        !registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
+    if (!registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
+      return cannot(absl::StrCat("rank ", rank.rank(), " has not joined its group"));
+    }
+    if (no_state.count(rank.rank())) {
+      stateless.push_back(rank.rank());
+      continue;
+    }
+    if (forming) {
+      survivors.push_back(rank.rank());
+      continue;
+    }
+    if (rank.state() != v1::RANK_STATE_RUNNING || !rank.joined()) {
       return cannot(absl::StrCat("rank ", rank.rank(), " has not joined its group"));
     }
     // Past its start (the generation logged a step, or the rank's progress
@@ -61,9 +81,10 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     }
     survivors.push_back(rank.rank());
   }
+  if (survivors.empty()) return cannot("no rank that holds the training state is left");
   const int world_before = job.world_size();
   Placement spares = ReplacementSlotsLocked(
-      job, world_before - static_cast<int>(survivors.size()));
+      job, world_before - static_cast<int>(survivors.size()), stateless);
   const int world = InPlaceWorldSize(
       static_cast<int>(survivors.size() + spares.rank_workers.size()), ft.min_workers(),
       job.spec().training().batch_size());
@@ -117,6 +138,19 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     move->set_from_rank(old.rank());
     move->set_rank(rank);
   }
+  for (int r : stateless) {
+    // Free at once, as for a survivor left out: the cancel reaches its
+    // agent before any assignment to the same slot (one stream, in order).
+    registry_.Release(job.ranks(r).worker(), {job.id(), from, r});
+    v1::CoordinatorMessage& cancel = cancels[job.ranks(r).worker()];
+    cancel.mutable_cancel()->set_job_id(job.id());
+    cancel.mutable_cancel()->set_generation(from);
+    cancel.mutable_cancel()->set_reason(absl::StrCat(
+        "generation ", from, " lost a rank while it formed; a new replacement takes "
+        "the place of this one, which had no state yet"));
+  }
+  std::set<int>& newcomers = in_place_newcomers_[job.id()];
+  newcomers.clear();
   for (const std::string& worker : spares.rank_workers) ++ranks_on[worker];
   std::map<std::string, int> local_next;
   for (const v1::RankInfo& info : kept) ++local_next[info.worker()];
@@ -131,6 +165,7 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     info.set_gpu_slot(spares.on_gpu_slot[i]);
     registry_.Occupy(worker, {job.id(), to, rank}, spares.on_gpu_slot[i]);
     kept.push_back(std::move(info));
+    newcomers.insert(rank);
     v1::RankAssignment* a = assigns[worker].mutable_assign()->add_ranks();
     a->set_job_id(job.id());
     a->set_generation(to);
@@ -184,7 +219,8 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   return true;
 }
 
-Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted) const {
+Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
+                                             const std::vector<int>& freeing) const {
   Placement none;
   if (wanted <= 0) return none;
   const int priority = scheduling_.ValueOf(job.spec().priority());
@@ -197,7 +233,15 @@ Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted) con
     }
     if (PendingLocked(jobs_.at(id)).priority > priority) return none;
   }
-  const FreeSlots free(registry_.FreeSlots());
+  std::vector<WorkerSlots> slots = registry_.FreeSlots();
+  for (int r : freeing) {
+    for (WorkerSlots& w : slots) {
+      if (w.name != job.ranks(r).worker()) continue;
+      ++w.free_slots;
+      if (job.ranks(r).gpu_slot()) ++w.free_gpu_slots;
+    }
+  }
+  const FreeSlots free(slots);
   const int taking = std::min(wanted, free.free());
   if (taking == 0) return none;
   return free.Plan(job.id(), taking, /*gpu=*/false);

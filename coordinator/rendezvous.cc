@@ -288,7 +288,9 @@ void Rendezvous::PostRegroup(const Scope& from,
                              std::map<int, RegroupPlace> places) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    regroups_[from.job_id] = {from.generation, std::move(places)};
+    auto& kept = regroups_[from.job_id];
+    kept[from.generation] = std::move(places);
+    while (kept.size() > kKeptRegroups) kept.erase(kept.begin());
   }
   changed_.notify_all();
 }
@@ -298,7 +300,7 @@ absl::StatusOr<Rendezvous::RegroupPlace> Rendezvous::AwaitRegroup(
   std::unique_lock<std::mutex> lock(mu_);
   auto decided = [&] {
     auto it = regroups_.find(scope.job_id);
-    return it != regroups_.end() && it->second.from_generation == scope.generation;
+    return it != regroups_.end() && it->second.count(scope.generation) != 0;
   };
   if (absl::Status room = AddWaiterLocked(scope); !room.ok()) return room;
   changed_.wait_until(lock, Deadline(timeout_ms), [&] {
@@ -307,12 +309,21 @@ absl::StatusOr<Rendezvous::RegroupPlace> Rendezvous::AwaitRegroup(
   RemoveWaiterLocked(scope);
   if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
   if (decided()) {
-    const auto& places = regroups_.at(scope.job_id).places;
-    auto place = places.find(rank);
-    if (place != places.end()) return place->second;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", rank, " of ", Describe(scope),
-        " has no place in the next generation (left out)"));
+    const auto& regroups = regroups_.at(scope.job_id);
+    Scope at = scope;
+    RegroupPlace place{scope.generation, rank, 0};
+    for (auto left = regroups.find(at.generation); left != regroups.end();
+         left = regroups.find(at.generation)) {
+      auto next = left->second.find(place.rank);
+      if (next == left->second.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", place.rank, " of ", Describe(at),
+            " has no place in the next generation (left out)"));
+      }
+      place = next->second;
+      at.generation = place.generation;
+    }
+    return place;
   }
   if (!CheckOpenLocked(scope).ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -99,11 +99,14 @@ class Rendezvous {
     int world_size = 0;
   };
   // The survivors of generation `from` (by their rank in it) and their
-  // places in the next one; posted before EndGeneration closes `from`. Only
-  // a job's latest regroup is kept.
+  // places in the next one; posted before EndGeneration closes `from`. A
+  // job's latest few regroups are kept (kKeptRegroups).
   void PostRegroup(const Scope& from, std::map<int, RegroupPlace> places);
   // Waits, at most timeout_ms, until the coordinator has decided what
-  // becomes of `rank` of `scope`'s generation. FAILED_PRECONDITION when the
+  // becomes of `rank` of `scope`'s generation, and returns its latest
+  // place: when the generation it was placed in also regrouped before it
+  // asked (lost a rank while it formed), its place in that one's next,
+  // and so on. FAILED_PRECONDITION when the
   // generation ended without a place for it (a restart from the checkpoint,
   // the job's end, or it was left out); DEADLINE_EXCEEDED when nothing was
   // decided in time; UNAVAILABLE when shutting down.
@@ -143,12 +146,11 @@ class Rendezvous {
   // Per job, the generations below this one are closed. GUARDED_BY(mu_)
   std::map<std::string, int64_t> closed_below_;
   bool shutdown_ = false;  // GUARDED_BY(mu_)
-  // Per job, its latest regroup: the generation it left and the places.
-  struct Regroup {
-    int from_generation = 0;
-    std::map<int, RegroupPlace> places;
-  };
-  std::map<std::string, Regroup> regroups_;  // GUARDED_BY(mu_)
+  // Per job, its latest regroups: by the generation left, the places of
+  // its survivors in the next one.
+  static constexpr size_t kKeptRegroups = 8;
+  std::map<std::string, std::map<int, std::map<int, RegroupPlace>>>
+      regroups_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace trainctl::coordinator

@@ -228,6 +228,47 @@ TEST(InPlaceRecoveryTest, EndsWithTheModelOfARestartFromTheSameStep) {
   EXPECT_NEAR(Accuracy(in_place), Accuracy(restarted), 0.01);
 }
 
+// Rank 2 crashes; rank 1 dies too, in its regroup, before the recovered
+// generation has formed. Rank 0 still holds the state: the coordinator
+// recovers in place again, with new replacements on the two free slots.
+TEST(InPlaceRecoveryTest, ARankLostDuringTheRecoveryIsRecoveredAgain) {
+  const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
+  const std::unique_ptr<LocalCluster> cluster = ThreeWorkers(
+      samples_dir.path(), "exit:rank=2,step=30;exit_in_regroup:rank=1,step=30");
+  const v1::Job job = cluster->Submit(
+      Spec(3, checkpoints_dir.path(), "{in_place: true, min_workers: 2, max_restarts: 3}"));
+  const v1::Job done = WaitUntilFinal(*cluster, job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  EXPECT_TRUE(RestartReasons(done).empty()) << RestartReasons(done)[0];
+  EXPECT_EQ(done.world_size(), 3);
+  EXPECT_GE(done.generation(), 3);
+  int regrouped = 0;
+  for (const v1::Transition& t : done.transitions()) {
+    if (t.from() == v1::JOB_STATE_RUNNING && t.to() == v1::JOB_STATE_RUNNING) {
+      ++regrouped;
+      std::cout << t.reason() << std::endl;
+    }
+  }
+  EXPECT_EQ(regrouped, done.generation() - 1);
+  std::vector<int64_t> want;
+  for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
+  EXPECT_EQ(TrainSteps(*cluster, done.id()), want);
+  // Nothing before step 30 is trained again.
+  const std::map<int, std::set<int64_t>> steps = StepsByGeneration(samples_dir.path(), job.id());
+  for (const auto& [generation, started] : steps) {
+    if (generation > 1) EXPECT_EQ(*started.begin(), 30) << "generation " << generation;
+  }
+  ExpectExactlyOnce(SamplesByStep(samples_dir.path(), done.id()), 2, kStepsPerEpoch, kBatch,
+                    kTrainSamples);
+  EXPECT_GT(Accuracy(done), 0.7);
+  for (const v1::JobEvent& e : cluster->Events(job.id())) {
+    if (e.has_log() && (e.log().text().find("goes on at step") != std::string::npos ||
+                        e.log().text().find("generation") != std::string::npos)) {
+      std::cout << e.time_unix_ms() % 100000 << " " << e.log().text() << std::endl;
+    }
+  }
+}
+
 // No free slot anywhere: the job goes on with its two survivors.
 TEST(InPlaceRecoveryTest, AKilledWorkerWithNoSpareShrinksToTheSurvivors) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");

@@ -126,6 +126,47 @@ TEST_F(InPlaceTest, ARankExitIsReplacedOnTheSlotItFreed) {
   EXPECT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+// Lost while the recovered generation formed (before it logged a step):
+// the survivor still holds its state and goes on to the next generation;
+// the replacement held none yet, so it is stopped and replaced afresh.
+TEST_F(InPlaceTest, ALossWhileTheRecoveredGenerationFormsRecoversAgain) {
+  const v1::Job job =
+      StartTraining(3, 24, "{in_place: true, min_workers: 2, max_restarts: 3}");
+  Exit("w3", job.id(), 2, 3);
+  ASSERT_EQ(jobs_.Get(job.id())->generation(), 2);
+  Exit("w2", job.id(), 1, 3, "fault hook: exiting in the regroup", 2);
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), 3);
+  EXPECT_EQ(after.world_size(), 3);
+  EXPECT_EQ(after.restarts(), 2);
+  ASSERT_EQ(after.ranks_size(), 3);
+  EXPECT_EQ(after.ranks(0).worker(), "w1");
+  EXPECT_THAT(after.reason(), HasSubstr("generation 3 goes on with 3 of 3 ranks: 1 from "
+                                        "their state in memory, 2 new on w2, w3"));
+  // The old replacement's generation is cancelled before the new one is
+  // assigned to the same worker.
+  int cancelled_at = -1, assigned_at = -1;
+  for (size_t i = 0; i < links_[2]->sent.size(); ++i) {
+    const v1::CoordinatorMessage& m = links_[2]->sent[i];
+    if (m.has_cancel() && m.cancel().generation() == 2) cancelled_at = static_cast<int>(i);
+    if (m.has_assign() && m.assign().ranks(0).generation() == 3) {
+      assigned_at = static_cast<int>(i);
+      EXPECT_TRUE(m.assign().ranks(0).joins_in_place());
+    }
+  }
+  EXPECT_GE(cancelled_at, 0);
+  EXPECT_GT(assigned_at, cancelled_at);
+  // The survivor, whose group for generation 2 never formed, asks again.
+  absl::StatusOr<Rendezvous::RegroupPlace> place =
+      rendezvous_.AwaitRegroup({job.id(), 2}, 0, 0);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 3);
+  EXPECT_EQ(place->rank, 0);
+  EXPECT_EQ(place->world_size, 3);
+  for (const v1::WorkerInfo& w : jobs_.Workers()) EXPECT_EQ(w.slots_free(), 0) << w.name();
+}
+
 // A lost node's ranks go to a free worker's slots.
 TEST_F(InPlaceTest, ALostWorkerIsReplacedOnAFreeWorker) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");

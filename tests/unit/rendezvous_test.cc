@@ -129,6 +129,27 @@ TEST(RendezvousTest, ASurvivorWaitsForItsPlaceInTheNextGeneration) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// Generation 2 lost a rank while it formed and regrouped again: a survivor
+// of generation 1 that asks only now gets its place in generation 3.
+TEST(RendezvousTest, ALateSurvivorGetsItsLatestPlace) {
+  Rendezvous r;
+  r.PostRegroup(kGen1, {{0, {2, 0, 3}}, {1, {2, 1, 3}}});
+  r.EndGeneration("job-1", 1);
+  r.PostRegroup(kGen2, {{0, {3, 0, 3}}});  // rank 1 of generation 2 was lost
+  r.EndGeneration("job-1", 2);
+  absl::StatusOr<Rendezvous::RegroupPlace> place = r.AwaitRegroup(kGen1, 0, 0);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 3);
+  EXPECT_EQ(place->rank, 0);
+  EXPECT_EQ(place->world_size, 3);
+  place = r.AwaitRegroup(kGen2, 0, 0);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 3);
+  absl::Status gone = r.AwaitRegroup(kGen1, 1, 0).status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(gone.message(), HasSubstr("rank 1 of job job-1 generation 2 has no place"));
+}
+
 TEST(RendezvousTest, KeysAndBytesAreBounded) {
   Rendezvous r;
   EXPECT_EQ(r.Set(kGen1, "big",

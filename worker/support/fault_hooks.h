@@ -32,6 +32,10 @@ namespace trainctl::train {
 //                        known step)
 //   slow_compute         from step S on, the rank's forward and backward
 //                        take ms=N milliseconds longer (a straggler)
+//   exit_in_regroup      the rank exits with code 3 when a collective of
+//                        step S failed, before it asks for its place in
+//                        the next generation (lost during an in-place
+//                        recovery)
 // generation defaults to 1, so a restarted generation runs clean; job=N
 // limits the entry to job-N (ForJob), so other jobs of the cluster run clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line

@@ -5,6 +5,8 @@
 // on the new world size from its first sample and no completed optimizer
 // step is lost or repeated.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,6 +40,10 @@ absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
   std::cerr << "rank " << ctx_.rank << ": a collective failed in step " << step << " ("
             << what << "); waiting for the coordinator to regroup the surviving ranks"
             << std::endl;
+  if (ctx_.faults.Fires("exit_in_regroup", ctx_.rank, ctx_.generation, step)) {
+    std::cerr << "fault hook: exiting in the regroup after step " << step << std::endl;
+    _exit(3);
+  }
   // Everything that holds the failed group, before the group itself: its
   // batches were split for the old world, its collectives are broken.
   batches_.reset();
