@@ -96,12 +96,10 @@ class TrainingLoop {
   // A replacement's start (ctx.joins_in_place): agrees with the survivors
   // in its first generation, takes their state, and sets `step` to theirs.
   absl::Status JoinInPlace(int64_t& step);
-  // What every rank of a generation formed in place tells the others
-  // (one row each, these columns), and what they conclude from it: the
-  // step to go on at, and the rank whose state the ranks behind took.
-  enum AgreementColumn {
-    kStepsDone, kReported, kEnded, kLoss, kLr, kGradNorm, kWasRankZero, kNewcomer
-  };
+  // What every rank of a generation formed in place tells the others (one
+  // row each, columns in training_loop_regroup.cc), and what they conclude
+  // from it: the step to go on at, and the rank whose state the ranks
+  // behind took.
   struct Agreement {
     int64_t resume = 0;
     int source = 0;

@@ -25,6 +25,12 @@ namespace {
 // next generation forms.
 constexpr int kRegroupAttempts = 3;
 
+// The columns of a rank's row in the agreement (Agreement::rows).
+enum AgreementColumn {
+  kRowStepsDone, kRowReported, kRowEnded, kRowLoss, kRowLr, kRowGradNorm,
+  kRowWasRankZero, kRowNewcomer
+};
+
 // Not a configuration error: the rank's exit lets the coordinator restart
 // the job from its checkpoint instead.
 absl::Status RecoveryFailed(const absl::Status& status) {
@@ -119,12 +125,12 @@ absl::StatusOr<TrainingLoop::Agreement> TrainingLoop::AgreeOnState(int old_rank)
        newcomer ? -1.0 : static_cast<double>(ended_through_), logged ? last_log_.loss : NAN,
        last_log_.lr, last_log_.grad_norm, old_rank == 0 && !newcomer ? 1.0 : 0.0,
        newcomer ? 1.0 : 0.0});
-  const Spread done = SpreadOf(agreed.rows, kStepsDone);
+  const Spread done = SpreadOf(agreed.rows, kRowStepsDone);
   agreed.source = done.max_rank;
   agreed.apart = done.min != done.max;
   agreed.resume = static_cast<int64_t>(done.max);
   if (agreed.resume < 0) return absl::FailedPreconditionError("no rank holds a state");
-  const bool any_newcomer = SpreadOf(agreed.rows, kNewcomer).max > 0;
+  const bool any_newcomer = SpreadOf(agreed.rows, kRowNewcomer).max > 0;
   if (any_newcomer) {
     // A replacement reads its own node's copy of the data: it must hold
     // what the survivors train on (as every rank checks at a job's start).
@@ -182,7 +188,7 @@ void TrainingLoop::GoOnAt(const Agreement& agreed, int old_rank,
   const double ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-  const bool newcomer = agreed.rows[ctx_.rank][kNewcomer] > 0;
+  const bool newcomer = agreed.rows[ctx_.rank][kRowNewcomer] > 0;
   std::cerr << "rank " << old_rank
             << (newcomer ? " joined in place as rank " : " is rank ") << ctx_.rank
             << " of " << ctx_.world_size << " in generation " << ctx_.generation
@@ -202,19 +208,19 @@ void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
   bool reported = false;
   int64_t ended = -1;
   for (const std::vector<double>& row : rows) {
-    if (static_cast<int64_t>(row[kStepsDone]) != resume) continue;
-    ended = std::max(ended, static_cast<int64_t>(row[kEnded]));
-    if (row[kWasRankZero] > 0) reported = static_cast<int64_t>(row[kReported]) >= resume;
+    if (static_cast<int64_t>(row[kRowStepsDone]) != resume) continue;
+    ended = std::max(ended, static_cast<int64_t>(row[kRowEnded]));
+    if (row[kRowWasRankZero] > 0) reported = static_cast<int64_t>(row[kRowReported]) >= resume;
   }
   const int epoch = static_cast<int>((resume - 1) / steps_per_epoch_);
   const bool log_step = resume % t_.log_every_steps() == 0 || resume == total_steps_;
   // A lost rank 0 may have reported it just before: the coordinator keeps
   // one point per step of a generation formed in place.
-  if (log_step && !reported && !std::isnan(rows[source][kLoss])) {
+  if (log_step && !reported && !std::isnan(rows[source][kRowLoss])) {
     reporter_.Report("train", resume, epoch,
-                     {{"loss", rows[source][kLoss]},
-                      {"lr", rows[source][kLr]},
-                      {"grad_norm", rows[source][kGradNorm]}});
+                     {{"loss", rows[source][kRowLoss]},
+                      {"lr", rows[source][kRowLr]},
+                      {"grad_norm", rows[source][kRowGradNorm]}});
   }
   reported_through_ = resume;
   if (ended < resume) {
