@@ -294,6 +294,21 @@ class JobManager {
   // restart of `job` would queue behind it).
   Placement ReplacementSlotsLocked(const v1::Job& job, int wanted,
                                    const std::vector<int>& freeing) const;
+  // Forms `job`'s next generation from live rank processes: `survivors`
+  // (old ranks, in order; those beyond `world` are stopped) keep their
+  // state and are renumbered (RegroupRanks, planned when
+  // `at_step_boundary`), `stateless` old ranks are stopped, and new ranks
+  // on `spares` (at most world - survivors) join to receive the state.
+  // Returns the new generation.
+  int FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivors,
+                        const std::vector<int>& stateless, const Placement& spares,
+                        int world, bool at_step_boundary, Outbox* outbox);
+  // An elastic in-place job grows to `grown` ranks on free slots without
+  // a restart: its ranks leave their group at the next step boundary and
+  // the newcomers receive their state. False when its ranks are not all
+  // past their start (the old way, a restart from the checkpoint, then
+  // applies).
+  bool GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox);
   void EndGenerationLocked(v1::Job& job, const std::string& why, bool counted,
                            Outbox* outbox);
   // The newest cataloged checkpoint of the job, if any.

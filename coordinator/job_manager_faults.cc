@@ -476,6 +476,10 @@ void JobManager::MaybeGrowLocked(v1::Job& job, Outbox* outbox) {
     if (batch % n == 0) grown = n;
   }
   if (grown == 0) return;
+  // In place where it can: no restart, no step repeated. A CUDA job, or
+  // one whose ranks are not all past their start, restarts bigger from the
+  // checkpoint just reported.
+  if (ft.in_place() && GrowInPlaceLocked(job, grown, outbox)) return;
   EndGenerationLocked(job,
                       absl::StrCat("growing from ", job.world_size(), " to ",
                                    grown, " ranks (elastic)"),

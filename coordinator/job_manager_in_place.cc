@@ -100,9 +100,34 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   spares.rank_workers.resize(replacing);
   spares.on_gpu_slot.resize(replacing);
 
-  const int64_t now = clock_.NowUnixMs();
-  ChargeJobLocked(job, now);  // the old world size up to now
+  const int to = FormInPlaceLocked(job, survivors, stateless, spares, world,
+                                   /*at_step_boundary=*/false, outbox);
+  job.set_restarts(job.restarts() + 1);
+  std::string reason = absl::StrCat(why, "; recovered in place: generation ", to,
+                                    " goes on with ", world, " of ", world_before, " ranks");
+  if (replacing == 0) {
+    absl::StrAppend(&reason, " from their state in memory");
+  } else {
+    absl::StrAppend(&reason, ": ", world - replacing, " from their "
+                    "state in memory, ", replacing, " new on ",
+                    absl::StrJoin(spares.rank_workers, ", "),
+                    " that receive", replacing == 1 ? "s" : "", " it over the collective");
+  }
+  absl::StrAppend(&reason, " (recovery ", job.restarts(), " of ", ft.max_restarts(), ")");
+  const int64_t started = job.started_unix_ms();
+  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
+  job.set_started_unix_ms(started);  // the ETA counts from the job's start
+  RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
+  return true;
+}
+
+int JobManager::FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivors,
+                                  const std::vector<int>& stateless, const Placement& spares,
+                                  int world, bool at_step_boundary, Outbox* outbox) {
+  ChargeJobLocked(job, clock_.NowUnixMs());  // the old world size up to now
+  const int from = job.generation();
   const int to = from + 1;
+  const int replacing = static_cast<int>(spares.rank_workers.size());
   std::map<int, Rendezvous::RegroupPlace> places;
   std::map<std::string, v1::CoordinatorMessage> regroups;
   std::map<std::string, v1::CoordinatorMessage> cancels;
@@ -117,7 +142,7 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
       cancel.mutable_cancel()->set_job_id(job.id());
       cancel.mutable_cancel()->set_generation(from);
       cancel.mutable_cancel()->set_reason(absl::StrCat(
-          "recovered in place on ", world, " ranks (the global batch must divide)"));
+          "regrouped in place on ", world, " ranks (the global batch must divide)"));
       continue;
     }
     const int rank = static_cast<int>(i);
@@ -134,6 +159,7 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     regroup->set_from_generation(from);
     regroup->set_generation(to);
     regroup->set_world_size(world);
+    regroup->set_at_step_boundary(at_step_boundary);
     v1::RegroupRanks::Move* move = regroup->add_moves();
     move->set_from_rank(old.rank());
     move->set_rank(rank);
@@ -177,7 +203,6 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   }
   job.set_generation(to);
   in_place_generation_[job.id()] = to;
-  job.set_restarts(job.restarts() + 1);
   job.clear_ranks();
   for (v1::RankInfo& info : kept) *job.add_ranks() = std::move(info);
   job.set_world_size(world);
@@ -201,20 +226,34 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     *message.mutable_assign()->mutable_spec() = job.spec();
     outbox->push_back({registry_.Find(worker)->link, std::move(message)});
   }
-  std::string reason = absl::StrCat(why, "; recovered in place: generation ", to,
-                                    " goes on with ", world, " of ", world_before, " ranks");
-  if (replacing == 0) {
-    absl::StrAppend(&reason, " from their state in memory");
-  } else {
-    absl::StrAppend(&reason, ": ", world - replacing, " from their "
-                    "state in memory, ", replacing, " new on ",
-                    absl::StrJoin(spares.rank_workers, ", "),
-                    " that receive", replacing == 1 ? "s" : "", " it over the collective");
+  return to;
+}
+
+bool JobManager::GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox) {
+  const int from = job.generation();
+  auto trained = trained_generation_.find(job.id());
+  if (trained == trained_generation_.end() || trained->second != from) return false;
+  std::vector<int> ranks;
+  for (const v1::RankInfo& rank : job.ranks()) {
+    if (rank.gpu() || rank.state() != v1::RANK_STATE_RUNNING || !rank.joined() ||
+        !registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
+      return false;
+    }
+    ranks.push_back(rank.rank());
   }
-  absl::StrAppend(&reason, " (recovery ", job.restarts(), " of ", ft.max_restarts(), ")");
+  const int world_before = job.world_size();
+  Placement newcomers = ReplacementSlotsLocked(job, grown - world_before, {});
+  if (static_cast<int>(newcomers.rank_workers.size()) != grown - world_before) return false;
+  const int to = FormInPlaceLocked(job, ranks, {}, newcomers, grown,
+                                   /*at_step_boundary=*/true, outbox);
+  const std::string reason = absl::StrCat(
+      "growing from ", world_before, " to ", grown, " ranks in place (elastic): ",
+      grown - world_before, " new on ", absl::StrJoin(newcomers.rank_workers, ", "),
+      " that receive", grown - world_before == 1 ? "s" : "", " the state over the "
+      "collective at the next step boundary (generation ", to, ")");
   const int64_t started = job.started_unix_ms();
   TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
-  job.set_started_unix_ms(started);  // the ETA counts from the job's start
+  job.set_started_unix_ms(started);
   RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
   return true;
 }

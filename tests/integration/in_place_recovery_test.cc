@@ -269,6 +269,71 @@ TEST(InPlaceRecoveryTest, ARankLostDuringTheRecoveryIsRecoveredAgain) {
   }
 }
 
+// An elastic in-place job on 2 of 3 workers: it grows to the free third
+// in place at its first checkpoint; a killed worker shrinks it to 2 (no
+// spare); the worker comes back and the job grows to 3 again at its next
+// checkpoint. Never a restart from the checkpoint, nothing trained twice
+// or skipped.
+TEST(InPlaceRecoveryTest, ANodeThatComesBackIsGrownBackInPlace) {
+  const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
+  const std::unique_ptr<LocalCluster> cluster = ThreeWorkers(samples_dir.path(), "");
+  constexpr int kEpochs = 6;  // time for the worker to come back
+  std::string spec = Spec(2, checkpoints_dir.path(),
+                          "{in_place: true, elastic: true, min_workers: 2, max_workers: 3, "
+                          "max_restarts: 2}");
+  spec.replace(spec.find("epochs: 2"), 9, "epochs: " + std::to_string(kEpochs));
+  const v1::Job job = cluster->Submit(spec);
+  const v1::Job grown = cluster->WaitForJob(
+      job.id(), [](const v1::Job& j) { return j.world_size() == 3 || j.state() != v1::JOB_STATE_RUNNING; },
+      seconds(300));
+  ASSERT_EQ(grown.world_size(), 3) << grown.reason();
+  const v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 60, seconds(300));
+  ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);
+  ASSERT_LT(mid.latest_train().step(), kEpochs * kStepsPerEpoch / 2) << "too quick to test";
+  std::string killed;
+  for (const v1::RankInfo& rank : mid.ranks()) {
+    if (rank.rank() == 1) killed = rank.worker();
+  }
+  cluster->KillWorker(killed.back() - '1');
+  const v1::Job shrunk = cluster->WaitForJob(
+      job.id(), [&](const v1::Job& j) { return j.generation() > mid.generation(); },
+      seconds(300));
+  ASSERT_EQ(shrunk.world_size(), 2) << shrunk.reason();
+  {
+    const ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
+    cluster->StartWorker(killed, 1, 1);
+  }
+  const v1::Job done = WaitUntilFinal(*cluster, job.id());
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  EXPECT_TRUE(RestartReasons(done).empty()) << RestartReasons(done)[0];
+  EXPECT_EQ(done.world_size(), 3);
+  EXPECT_EQ(done.generation(), 4);
+  EXPECT_EQ(done.restarts(), 1);  // the loss; growing is not counted
+  std::vector<std::string> changes;
+  for (const v1::Transition& t : done.transitions()) {
+    if (t.from() == v1::JOB_STATE_RUNNING && t.to() == v1::JOB_STATE_RUNNING) {
+      changes.push_back(t.reason());
+      std::cout << t.reason() << std::endl;
+    }
+  }
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_THAT(changes[0], HasSubstr("growing from 2 to 3 ranks in place"));
+  EXPECT_THAT(changes[1], HasSubstr("recovered in place: generation 3 goes on with 2 of 3"));
+  EXPECT_THAT(changes[2], HasSubstr("growing from 2 to 3 ranks in place"));
+  EXPECT_THAT(changes[2], HasSubstr("1 new on " + killed));
+  std::vector<int64_t> want;
+  for (int64_t s = 5; s <= kEpochs * kStepsPerEpoch; s += 5) want.push_back(s);
+  EXPECT_EQ(TrainSteps(*cluster, done.id()), want);
+  ExpectExactlyOnce(SamplesByStep(samples_dir.path(), done.id()), kEpochs, kStepsPerEpoch,
+                    kBatch, kTrainSamples);
+  EXPECT_GT(Accuracy(done), 0.7);
+  for (const v1::JobEvent& e : cluster->Events(job.id())) {
+    if (e.has_log() && e.log().text().find("goes on at step") != std::string::npos) {
+      std::cout << e.log().text() << std::endl;
+    }
+  }
+}
+
 // No free slot anywhere: the job goes on with its two survivors.
 TEST(InPlaceRecoveryTest, AKilledWorkerWithNoSpareShrinksToTheSurvivors) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");

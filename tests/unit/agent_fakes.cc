@@ -58,6 +58,9 @@ class FakeRankHandle final : public RankHandle {
     if (!rank_->exited()) rank_->CheckpointAndStop(grace_ms);
   }
   bool Rebind(Callbacks callbacks) override { return rank_->Rebind(std::move(callbacks)); }
+  void RequestRegroup(int generation) override {
+    if (!rank_->exited()) rank_->RequestRegroup(generation);
+  }
   bool exited() const override { return rank_->exited(); }
   pid_t pid() const override { return rank_->pid(); }
 
@@ -276,6 +279,22 @@ void FakeRank::Terminate() {
 void FakeRank::CheckpointAndStop(int64_t grace_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   stop_grace_ms_ = grace_ms;
+}
+
+void FakeRank::RequestRegroup(int generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++regroup_requests_;
+  regroup_generation_ = generation;
+}
+
+int FakeRank::regroup_generation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return regroup_generation_;
+}
+
+int FakeRank::regroup_requests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return regroup_requests_;
 }
 
 int64_t FakeRank::stop_grace_ms() {

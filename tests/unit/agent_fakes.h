@@ -104,6 +104,10 @@ class FakeRank {
   // The grace period it was asked to checkpoint and stop within; -1 when
   // it was not asked.
   int64_t stop_grace_ms();
+  // How often it was asked to regroup at its next step boundary, and into
+  // which generation last.
+  int regroup_requests();
+  int regroup_generation();
 
   // The agent's side (FakeRankHandle).
   absl::Status Activate(const std::string& stdin_bytes,
@@ -111,6 +115,7 @@ class FakeRank {
   void Terminate();
   void CheckpointAndStop(int64_t grace_ms);
   bool Rebind(RankHandle::Callbacks callbacks);
+  void RequestRegroup(int generation);
 
  private:
   RankCommand command_;
@@ -119,6 +124,8 @@ class FakeRank {
   const pid_t pid_;
   bool terminated_ = false;          // GUARDED_BY(mu_)
   int64_t stop_grace_ms_ = -1;       // GUARDED_BY(mu_)
+  int regroup_requests_ = 0;         // GUARDED_BY(mu_)
+  int regroup_generation_ = 0;       // GUARDED_BY(mu_)
   bool exited_ = false;              // GUARDED_BY(mu_)
   bool exit_delivered_ = false;      // GUARDED_BY(mu_)
 };

@@ -1,7 +1,7 @@
 // The node agent against a fake coordinator and fake ranks: registration,
 // assignments, what it keeps and re-sends across a lost coordinator
-// (cursors), reconnection, cancel, heartbeats, GPU slots, and the ranks
-// renumbered by an in-place recovery.
+// (cursors), reconnection, cancel, heartbeats and GPU slots
+// (agent_regroup_test: the ranks renumbered by an in-place recovery).
 
 #include "worker/agent/agent.h"
 
@@ -14,115 +14,12 @@
 
 #include "common/utf8_sanitize.h"
 #include "common/rank_exit.h"
-#include "tests/unit/agent_fakes.h"
+#include "tests/unit/agent_test_fixture.h"
 
 namespace trainctl::agent {
 namespace {
 
-using testing::FakeCoordinator;
-using testing::FakeRank;
-using testing::FakeRanks;
-using testing::FakeSession;
 using ::testing::HasSubstr;
-
-v1::CoordinatorMessage Assign(const std::string& job, int generation,
-                              std::vector<int> ranks, int world_size,
-                              bool gpu = false) {
-  v1::CoordinatorMessage message;
-  v1::AssignRanks* assign = message.mutable_assign();
-  assign->mutable_spec()->set_name("spec-of-" + job);
-  int local = 0;
-  for (int rank : ranks) {
-    v1::RankAssignment* a = assign->add_ranks();
-    a->set_job_id(job);
-    a->set_generation(generation);
-    a->set_rank(rank);
-    a->set_world_size(world_size);
-    a->set_local_rank(local++);
-    a->set_local_world_size(static_cast<int>(ranks.size()));
-    a->set_rendezvous_key("key-" + job);
-    a->set_gpu(gpu);
-  }
-  return message;
-}
-
-v1::CoordinatorMessage Cancel(const std::string& job, int generation) {
-  v1::CoordinatorMessage message;
-  message.mutable_cancel()->set_job_id(job);
-  message.mutable_cancel()->set_generation(generation);
-  message.mutable_cancel()->set_reason("cancelled by the test");
-  return message;
-}
-
-v1::RankCursor Cursor(const std::string& job, int generation, int rank,
-                      int64_t last_seq) {
-  v1::RankCursor cursor;
-  cursor.set_job_id(job);
-  cursor.set_generation(generation);
-  cursor.set_rank(rank);
-  cursor.set_last_seq(last_seq);
-  return cursor;
-}
-
-class AgentTest : public ::testing::Test {
- protected:
-  static AgentOptions Options() {
-    AgentOptions options;
-    options.coordinator = "head:7070";
-    options.name = "node-a";
-    options.slots = 2;
-    options.collective_host = "10.0.0.7";
-    options.rank_program = "/nonexistent/trainctl-worker";
-    options.standby_ranks = false;
-    return options;
-  }
-
-  void Start(AgentOptions options = Options()) {
-    AgentDeps deps;
-    deps.coordinator = coordinator_.Connection();
-    deps.start_rank = ranks_.Starter();
-    deps.clock = &clock_;
-    agent_ = std::make_unique<Agent>(std::move(options), std::move(deps));
-    runner_ = std::thread([this] { agent_->Run(); });
-  }
-
-  void TearDown() override {
-    if (agent_ == nullptr) return;
-    agent_->Stop();
-    runner_.join();
-  }
-
-  // Registers, assigns rank 0 of a one-rank job, and reads its start.
-  std::shared_ptr<FakeRank> StartOneRank(FakeSession& session,
-                                         const std::string& job) {
-    const size_t before = ranks_.count();
-    session.Send(Assign(job, 1, {0}, 1));
-    std::shared_ptr<FakeRank> rank = ranks_.Started(before);
-    std::optional<v1::AgentMessage> started = session.NextNotHeartbeat();
-    EXPECT_TRUE(started && started->has_rank_status() &&
-                started->rank_status().running() &&
-                started->rank_status().job_id() == job);
-    return rank;
-  }
-
-  // Starts the agent, registers it (heartbeats every `interval_ms`) and
-  // starts rank 0 of a one-rank job-1: session_ and rank_.
-  void StartWithOneRank(int64_t heartbeat_interval_ms = 3'600'000) {
-    Start();
-    session_ = coordinator_.AcceptAndRegister(nullptr, {}, heartbeat_interval_ms);
-    ASSERT_NE(session_, nullptr);
-    rank_ = StartOneRank(*session_, "job-1");
-    ASSERT_NE(rank_, nullptr);
-  }
-
-  FakeClock clock_;
-  FakeCoordinator coordinator_;
-  FakeRanks ranks_;
-  std::unique_ptr<Agent> agent_;
-  std::thread runner_;
-  std::shared_ptr<FakeSession> session_;
-  std::shared_ptr<FakeRank> rank_;
-};
 
 TEST_F(AgentTest, RegistersItsSlotsDevicesAndVersion) {
   AgentOptions options = Options();
@@ -421,66 +318,6 @@ TEST_F(AgentTest, AGpuRankGetsAFreeGpuAndGivesItBackWhenItExits) {
   std::shared_ptr<FakeRank> third = ranks_.Started(1);
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->launch().cuda_visible_devices(), "3");
-}
-
-
-
-v1::CoordinatorMessage Regroup(const std::string& job, int from, int to, int world_size,
-                               std::vector<std::pair<int, int>> moves) {
-  v1::CoordinatorMessage message;
-  v1::RegroupRanks* regroup = message.mutable_regroup();
-  regroup->set_job_id(job);
-  regroup->set_from_generation(from);
-  regroup->set_generation(to);
-  regroup->set_world_size(world_size);
-  for (const auto& [from_rank, rank] : moves) {
-    v1::RegroupRanks::Move* move = regroup->add_moves();
-    move->set_from_rank(from_rank);
-    move->set_rank(rank);
-  }
-  return message;
-}
-
-// In-place recovery renumbers a live rank process: what it reports from
-// then on carries its new generation and rank, a cancel of the old
-// generation leaves it alone, and one that died before the news is reported
-// as exited under its new identity too.
-TEST_F(AgentTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
-  Start();
-  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
-  ASSERT_NE(session, nullptr);
-  session->Send(Assign("job-1", 1, {1, 2}, 3));
-  std::shared_ptr<FakeRank> one = ranks_.Started(0);
-  std::shared_ptr<FakeRank> two = ranks_.Started(1);
-  ASSERT_NE(one, nullptr);
-  ASSERT_NE(two, nullptr);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
-  two->Exit(-9);
-  std::optional<v1::AgentMessage> died = session->NextNotHeartbeat();
-  ASSERT_TRUE(died && died->has_rank_status());
-  EXPECT_EQ(died->rank_status().generation(), 1);
-
-  session->Send(Regroup("job-1", 1, 2, 2, {{1, 0}, {2, 1}}));
-  std::optional<v1::AgentMessage> renamed = session->NextNotHeartbeat();
-  ASSERT_TRUE(renamed && renamed->has_rank_status());
-  EXPECT_FALSE(renamed->rank_status().running());
-  EXPECT_EQ(renamed->rank_status().generation(), 2);
-  EXPECT_EQ(renamed->rank_status().rank(), 1);
-  EXPECT_THAT(renamed->rank_status().message(), HasSubstr("before it could join"));
-
-  session->Send(Cancel("job-1", 1));  // the old generation: nothing left in it
-  one->Metric(31, 0.25);
-  std::optional<v1::AgentMessage> metric = session->NextNotHeartbeat();
-  ASSERT_TRUE(metric && metric->has_metrics());
-  EXPECT_EQ(metric->metrics().generation(), 2);
-  EXPECT_EQ(metric->metrics().point().rank(), 0);
-  EXPECT_FALSE(one->terminated());
-  one->Exit(0);
-  std::optional<v1::AgentMessage> finished = session->NextNotHeartbeat();
-  ASSERT_TRUE(finished && finished->has_rank_status());
-  EXPECT_EQ(finished->rank_status().generation(), 2);
-  EXPECT_EQ(finished->rank_status().rank(), 0);
-  EXPECT_EQ(finished->rank_status().exit_code(), 0);
 }
 
 }  // namespace

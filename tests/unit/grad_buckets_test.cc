@@ -23,7 +23,7 @@ TEST(GradBucketsTest, SmallMlpSyncsInOneCollective) {
   GradientBuckets buckets(params, {}, 1, kBucketBytes);
   ASSERT_EQ(buckets.num_buckets(), 1);
   EXPECT_EQ(buckets.bucket_elements(0), 784 * 512 + 512 + 512 * 256 + 256 +
-                                            256 * 10 + 10 + 2);  // + loss, stop vote
+                                            256 * 10 + 10 + 3);  // + loss, stop and regroup votes
 }
 
 TEST(GradBucketsTest, CnnSendsItsDenseLayersBeforeItsConvolutions) {
@@ -33,7 +33,7 @@ TEST(GradBucketsTest, CnnSendsItsDenseLayersBeforeItsConvolutions) {
   GradientBuckets buckets(params, {}, 1, kBucketBytes);
   ASSERT_EQ(buckets.num_buckets(), 2);
   EXPECT_EQ(buckets.bucket_elements(0), 128 * 10 + 10 + 3136 * 128 + 128);
-  EXPECT_EQ(buckets.bucket_elements(1), 64 * 32 * 9 + 64 + 32 * 9 + 32 + 2);
+  EXPECT_EQ(buckets.bucket_elements(1), 64 * 32 * 9 + 64 + 32 * 9 + 32 + 3);
 }
 
 TEST(GradBucketsTest, LargeModelsFillBucketsUpToTheCap) {
@@ -43,7 +43,7 @@ TEST(GradBucketsTest, LargeModelsFillBucketsUpToTheCap) {
   ASSERT_EQ(buckets.num_buckets(), 5);
   EXPECT_EQ(buckets.bucket_elements(0), 655360);
   for (int b = 1; b < 4; ++b) EXPECT_EQ(buckets.bucket_elements(b), 10 * 655360);
-  EXPECT_EQ(buckets.bucket_elements(4), 9 * 655360 + 2);
+  EXPECT_EQ(buckets.bucket_elements(4), 9 * 655360 + 3);
 }
 
 TEST(GradBucketsTest, GradientsAreViewsIntoTheBuckets) {

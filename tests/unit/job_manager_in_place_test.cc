@@ -167,6 +167,59 @@ TEST_F(InPlaceTest, ALossWhileTheRecoveredGenerationFormsRecoversAgain) {
   for (const v1::WorkerInfo& w : jobs_.Workers()) EXPECT_EQ(w.slots_free(), 0) << w.name();
 }
 
+// An elastic in-place job grows on a free slot without a restart: its
+// ranks keep their numbers and leave their group at the next step
+// boundary (the agents ask them to), the newcomer receives their state.
+TEST_F(InPlaceTest, AnElasticJobGrowsInPlaceAtAStepBoundary) {
+  const v1::Job job = StartTraining(
+      2, 24, "{in_place: true, elastic: true, min_workers: 2, max_workers: 3}");
+  v1::RankMetrics m;
+  m.set_job_id(job.id());
+  m.set_generation(1);
+  m.set_seq(1);
+  m.mutable_point()->set_kind("train");
+  m.mutable_point()->set_step(15);
+  (*m.mutable_point()->mutable_values())["loss"] = 0.5;
+  ASSERT_TRUE(jobs_.OnRankMetrics("w1", m).ok());
+  links_.push_back(AddWorker("w3", 1));
+  Checkpoint("w1", job.id(), 1, 20);
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(after.generation(), 2);
+  EXPECT_EQ(after.world_size(), 3);
+  EXPECT_EQ(after.restarts(), 0);  // growing is not a failure
+  EXPECT_THAT(after.reason(), HasSubstr("growing from 2 to 3 ranks in place (elastic): "
+                                        "1 new on w3"));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(Regroups(r).size(), 1u) << r;
+    EXPECT_TRUE(Regroups(r)[0].at_step_boundary());
+    EXPECT_EQ(Regroups(r)[0].moves(0).from_rank(), r);
+    EXPECT_EQ(Regroups(r)[0].moves(0).rank(), r);
+    EXPECT_EQ(Regroups(r)[0].world_size(), 3);
+  }
+  ASSERT_EQ(links_[2]->Assignments().size(), 1u);
+  EXPECT_TRUE(links_[2]->Assignments()[0].joins_in_place());
+  EXPECT_EQ(links_[2]->Assignments()[0].rank(), 2);
+  absl::StatusOr<Rendezvous::RegroupPlace> place =
+      rendezvous_.AwaitRegroup({job.id(), 1}, 1, 0);
+  ASSERT_TRUE(place.ok()) << place.status();
+  EXPECT_EQ(place->generation, 2);
+  EXPECT_EQ(place->rank, 1);
+}
+
+// Before its generation has logged a step, the job grows as before: a
+// restart from the checkpoint just reported, not counted.
+TEST_F(InPlaceTest, AnElasticJobStillStartingGrowsByARestart) {
+  const v1::Job job = StartTraining(
+      2, 24, "{in_place: true, elastic: true, min_workers: 2, max_workers: 3}");
+  links_.push_back(AddWorker("w3", 1));
+  Checkpoint("w1", job.id(), 1, 20);
+  const v1::Job after = *jobs_.Get(job.id());
+  EXPECT_EQ(after.state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_THAT(after.reason(), HasSubstr("growing from 2 to 3 ranks (elastic)"));
+  EXPECT_TRUE(Regroups(0).empty());
+}
+
 // A lost node's ranks go to a free worker's slots.
 TEST_F(InPlaceTest, ALostWorkerIsReplacedOnAFreeWorker) {
   const v1::Job job = StartTraining(3, 24, "{in_place: true, min_workers: 2}");

@@ -54,6 +54,7 @@ void Agent::Regroup(const v1::RegroupRanks& regroup) {
         died_first.push_back(to);
         exits_heard_.erase(from);  // reaped under `to` once that exit is heard
       }
+      if (regroup.at_step_boundary()) handle->RequestRegroup(regroup.generation());
       ranks_[to] = std::move(handle);
       progress_.erase(from);
       if (auto gpu = rank_gpus_.find(from); gpu != rank_gpus_.end()) {
@@ -62,8 +63,11 @@ void Agent::Regroup(const v1::RegroupRanks& regroup) {
       }
     }
   }
-  TLOG_INFO << "job " << regroup.job_id() << " recovered in place: generation "
-            << regroup.generation() << " on " << regroup.world_size() << " ranks";
+  TLOG_INFO << "job " << regroup.job_id()
+            << (regroup.at_step_boundary() ? " regroups at its next step boundary"
+                                           : " recovered in place")
+            << ": generation " << regroup.generation() << " on " << regroup.world_size()
+            << " ranks";
   for (const RankId& id : died_first) {
     OnRankExit(id, 1, "the rank process exited before it could join the recovered generation");
   }

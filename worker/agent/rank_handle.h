@@ -70,6 +70,10 @@ class RankHandle {
   // not exited after grace_ms, Terminate(kill_grace_ms) follows. A later
   // Terminate cuts the grace short. Returns at once.
   virtual void CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) = 0;
+  // Asks the rank to leave its group at the end of its current step and
+  // join `generation` in place (SIGUSR2 queued with the generation, to the
+  // rank process alone). Returns at once; nothing when it has exited.
+  virtual void RequestRegroup(int generation) = 0;
   virtual bool exited() const = 0;
   virtual pid_t pid() const = 0;
 };

@@ -337,6 +337,14 @@ void RankProcess::CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) {
   killer_ = std::thread([this] { Escalate(); });
 }
 
+void RankProcess::RequestRegroup(int generation) {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (exited_.load() || reaped_) return;  // the pid may be another's by now
+  sigval value{};
+  value.sival_int = generation;
+  sigqueue(pid_, SIGUSR2, value);
+}
+
 void RankProcess::Escalate() {
   std::unique_lock<std::mutex> lock(stop_mu_);
   while (!reaped_) {

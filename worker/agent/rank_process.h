@@ -60,6 +60,7 @@ class RankProcess final : public RankHandle {
   // SIGUSR1 to the rank process now; Terminate(kill_grace_ms) after
   // grace_ms if it has not exited. Safe with Terminate, from any thread.
   void CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) override;
+  void RequestRegroup(int generation) override;
   bool exited() const override { return exited_.load(); }
   pid_t pid() const override { return pid_; }
 

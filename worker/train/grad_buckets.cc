@@ -117,6 +117,15 @@ bool GradientBuckets::StopVoted() {
   return ExtraSlot(kStopSlot).item<float>() > 0;
 }
 
+void GradientBuckets::SetRegroupVote(bool regroup) {
+  torch::NoGradGuard no_grad;
+  ExtraSlot(kRegroupSlot).fill_(regroup ? 1.0 : 0.0);
+}
+
+bool GradientBuckets::RegroupVoted() {
+  return ExtraSlot(kRegroupSlot).item<float>() > 0;
+}
+
 void GradientBuckets::OnGradientReady(int param) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!syncing_) return;

@@ -60,6 +60,10 @@ class GradientBuckets {
   // After Finish: whether any rank voted to stop (with syncing off, this
   // rank's own vote). Reads one value from the device.
   bool StopVoted();
+  // The same for leaving the group at the end of this step (an elastic
+  // job growing in place).
+  void SetRegroupVote(bool regroup);
+  bool RegroupVoted();
   // Launches buckets not launched yet (unused parameters), waits for all,
   // and returns the mean loss over the ranks, still on the device. The
   // time spent here is the communication backward did not hide.
@@ -78,7 +82,7 @@ class GradientBuckets {
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
   };
 
-  static constexpr int kLossSlot = 0, kStopSlot = 1, kExtraSlots = 2;
+  static constexpr int kLossSlot = 0, kStopSlot = 1, kRegroupSlot = 2, kExtraSlots = 3;
   // One of the extra slots at the end of the last bucket.
   torch::Tensor ExtraSlot(int slot);
   void OnGradientReady(int param);

@@ -63,6 +63,10 @@ struct RankContext {
     GroupPtr group;
   };
   std::function<absl::StatusOr<NextGeneration>()> regroup;
+  // The latest generation the agent asked this rank to join by leaving its
+  // group at the end of a step (an elastic job grows in place); due while
+  // above `generation`. Read once a step with `regroup` set; null: never.
+  std::function<int()> regroup_requested_generation;
 };
 
 }  // namespace trainctl::train

@@ -39,6 +39,12 @@ namespace {
 // checkpoint and stop (its job was preempted). The training loop reads it
 // once a step. Lock-free, so safe in a signal handler and across threads.
 std::atomic<bool> stop_requested{false};
+// SIGUSR2 from the agent, queued with the generation the rank is to join
+// (RankHandle::RequestRegroup): an elastic job grows in place, so leave
+// the group at the end of the step. The highest asked for; a request the
+// rank has already answered (its generation is as high) is spent.
+std::atomic<int> regroup_requested_generation{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 static_assert(std::atomic<bool>::is_always_lock_free);
 
 // File descriptor the agent reads RankReport frames from.
@@ -205,6 +211,7 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.joins_in_place = launch.joins_in_place();
   ctx.faults = FaultHooks::FromEnvironment().ForJob(args.job_id);
   ctx.stop_requested = [] { return stop_requested.load(); };
+  ctx.regroup_requested_generation = [] { return regroup_requested_generation.load(); };
   Reporter reporter;
   ctx.report = [&](const v1::MetricPoint& point) {
     v1::RankReport report;
@@ -374,13 +381,25 @@ int RunRank(const v1::RankLaunch& launch) {
 }  // namespace
 
 int RankMain(int argc, char** argv) {
-  // First: SIGUSR1's default action ends the process, and a preempted
-  // job's agent may send it at any time from now on.
+  // First: SIGUSR1's and SIGUSR2's default actions end the process, and an
+  // agent may send them at any time from now on (a preempted job, an
+  // elastic job growing in place).
   struct sigaction on_stop {};
   on_stop.sa_handler = [](int) { stop_requested.store(true); };
   sigemptyset(&on_stop.sa_mask);
   on_stop.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &on_stop, nullptr);
+  struct sigaction on_regroup {};
+  on_regroup.sa_sigaction = [](int, siginfo_t* info, void*) {
+    if (info == nullptr || info->si_code != SI_QUEUE) return;  // no generation
+    const int wanted = info->si_value.sival_int;
+    int seen = regroup_requested_generation.load();
+    while (wanted > seen && !regroup_requested_generation.compare_exchange_weak(seen, wanted)) {
+    }
+  };
+  sigemptyset(&on_regroup.sa_mask);
+  on_regroup.sa_flags = SA_RESTART | SA_SIGINFO;
+  sigaction(SIGUSR2, &on_regroup, nullptr);
   bool standby = false;
   CLI::App app{"one rank of a trainctl job; started by trainctl-worker, which "
                "sends the assignment on stdin"};

@@ -224,11 +224,18 @@ absl::StatusOr<TrainResult> TrainingLoop::Run() {
       stop = Step(step);
     } catch (const std::exception& e) {
       if (!ctx_.regroup) throw;
-      RETURN_IF_ERROR(Regroup(e.what(), step));
+      RETURN_IF_ERROR(Regroup(
+          absl::StrCat("a collective failed in step ", step, " (", e.what(), ")"), step));
       continue;
     }
     if (!stop.ok()) return stop.status();
     if (*stop) break;
+    if (regroup_due_ && step < total_steps_) {
+      regroup_due_ = false;
+      RETURN_IF_ERROR(Regroup(
+          absl::StrCat("asked to leave the group after step ", step, " (the job grows)"),
+          step, /*planned=*/true));
+    }
   }
   return Finish(step);
 }
@@ -265,6 +272,7 @@ absl::StatusOr<bool> TrainingLoop::Step(int64_t& step) {
   const bool stop = EndStep(step, epoch, update.stop);
   ended_through_ = step;
   if (stop) return true;
+  regroup_due_ = update.regroup && ctx_.regroup;
   profiler_.AfterStep(step - 1);
   return false;
 }
@@ -323,7 +331,12 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
       buckets_->SetSyncing(last && !local_sgd_);
       if (last) {
         buckets_->SetLoss(local_loss);
-        if (!local_sgd_) buckets_->SetStopVote(AskedToStop());
+        if (!local_sgd_) {
+          buckets_->SetStopVote(AskedToStop());
+          if (ctx_.regroup_requested_generation) {
+            buckets_->SetRegroupVote(AskedToRegroup());
+          }
+        }
       }
       torch::Tensor scaled = scaler_ ? loss * scaler_->scale_tensor().reshape({}) : loss;
       if (last && ctx_.faults.Fires("inf_gradient", ctx_.rank, ctx_.generation, step)) {
@@ -348,6 +361,8 @@ TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
   comm_timer_.Stop();
   // No read for a job that cannot stop (it costs a wait for the device).
   update.stop = !local_sgd_ && can_stop_ && buckets_->StopVoted();
+  update.regroup =
+      !local_sgd_ && ctx_.regroup_requested_generation && buckets_->RegroupVoted();
   progress_.Enter(LoopPosition::Phase::kOptimizer);
   const auto mark = Clock::now();
   bool finite = true;
@@ -366,13 +381,24 @@ TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
   if (local_sgd_ && (step + 1) % t_.local_sgd_steps() == 0) {
     comm_timer_.Start();
     sync_->AverageParameters();
-    // Replicas agree only here: the votes to stop travel with the average.
-    for (const auto& row : sync_->GatherScalars({AskedToStop() ? 1.0 : 0.0})) {
+    // Replicas agree only here: the votes to stop (and to regroup) travel
+    // with the average.
+    for (const auto& row : sync_->GatherScalars(
+             {AskedToStop() ? 1.0 : 0.0, AskedToRegroup() ? 1.0 : 0.0})) {
       update.stop = update.stop || row[0] > 0;
+      update.regroup = update.regroup || row[1] > 0;
     }
     comm_timer_.Stop();
   }
   return update;
+}
+
+bool TrainingLoop::AskedToRegroup() {
+  // One that arrives while this rank's vote is on its way counts at the
+  // next step's vote, unless a peer's vote has already led to the regroup
+  // it asked for (then the generation is as high).
+  return ctx_.regroup_requested_generation &&
+         ctx_.regroup_requested_generation() > ctx_.generation;
 }
 
 bool TrainingLoop::AskedToStop() {

@@ -77,6 +77,7 @@ class TrainingLoop {
     torch::Tensor mean_loss;  // the all-reduced mean, on the device
     bool stop = false;        // every rank agreed to checkpoint and stop
     double grad_norm = -1;    // read at log steps only
+    bool regroup = false;     // every rank agreed to regroup after this step
   };
 
   absl::Status LoadData();
@@ -88,11 +89,12 @@ class TrainingLoop {
   // One optimizer step with its end (log, evaluation, checkpoint); advances
   // `step`. True when the loop should stop here.
   absl::StatusOr<bool> Step(int64_t& step);
-  // In-place recovery after a collective failed with `what`: lets go of
-  // the group, takes this rank's place in the next generation, agrees with
-  // the other survivors on the furthest step (its state sent to those
-  // behind), and sets `step` to it. Throws when a collective fails again.
-  absl::Status Regroup(const std::string& what, int64_t& step);
+  // In-place recovery after a collective failed, or a planned regroup at a
+  // step boundary (`why` says which): lets go of the group, takes this
+  // rank's place in the next generation, agrees with the other survivors
+  // on the furthest step (its state sent to those behind and to ranks
+  // joining), and sets `step` to it. Throws when a collective fails again.
+  absl::Status Regroup(const std::string& why, int64_t& step, bool planned = false);
   // A replacement's start (ctx.joins_in_place): agrees with the survivors
   // in its first generation, takes their state, and sets `step` to theirs.
   absl::Status JoinInPlace(int64_t& step);
@@ -142,6 +144,8 @@ class TrainingLoop {
   bool EndStep(int64_t step, int epoch, bool stop);
   absl::Status SaveCheckpoint(int64_t steps_done);
   bool AskedToStop();
+  // Whether the agent asked this rank to regroup into a later generation.
+  bool AskedToRegroup();
   TrainResult Finish(int64_t step);
 
   const v1::JobSpec& spec_;
@@ -172,6 +176,7 @@ class TrainingLoop {
   bool local_sgd_ = false;
   bool can_stop_ = false;
   bool stop_ignored_said_ = false;
+  bool regroup_due_ = false;    // the ranks agreed to regroup after this step
 
   std::unique_ptr<Model> model_;
   std::vector<torch::Tensor> params_;

@@ -39,19 +39,23 @@ absl::Status RecoveryFailed(const absl::Status& status) {
 
 }  // namespace
 
-absl::Status TrainingLoop::Regroup(const std::string& what, int64_t& step) {
+absl::Status TrainingLoop::Regroup(const std::string& why, int64_t& step, bool planned) {
   const auto start = std::chrono::steady_clock::now();
   progress_.Enter(LoopPosition::Phase::kRegroup);
   const int old_rank = ctx_.rank;
-  std::cerr << "rank " << ctx_.rank << ": a collective failed in step " << step << " ("
-            << what << "); waiting for the coordinator to regroup the surviving ranks"
-            << std::endl;
+  std::cerr << "rank " << ctx_.rank << ": " << why
+            << "; waiting for the coordinator to regroup the ranks" << std::endl;
   if (ctx_.faults.Fires("exit_in_regroup", ctx_.rank, ctx_.generation, step)) {
     std::cerr << "fault hook: exiting in the regroup after step " << step << std::endl;
     _exit(3);
   }
   // Everything that holds the failed group, before the group itself: its
   // batches were split for the old world, its collectives are broken.
+  // Planned, the group is whole: it is closed once the next one has
+  // formed, which needs every rank, so no peer is still sending in it (a
+  // socket closed with data unread could cut a peer's last message).
+  GroupPtr whole;
+  if (planned) whole = ctx_.group;
   batches_.reset();
   Agreement agreed;
   for (int attempt = 1;; ++attempt) {

@@ -1,0 +1,122 @@
+// The agent's side of in-place recovery: live rank processes renumbered
+// into the next generation (their reports carry the new identity, one
+// that died first is reported under it), and a planned regroup that asks
+// them to leave their group at their next step boundary.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tests/unit/agent_test_fixture.h"
+
+namespace trainctl::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::CoordinatorMessage Regroup(const std::string& job, int from, int to, int world_size,
+                               std::vector<std::pair<int, int>> moves) {
+  v1::CoordinatorMessage message;
+  v1::RegroupRanks* regroup = message.mutable_regroup();
+  regroup->set_job_id(job);
+  regroup->set_from_generation(from);
+  regroup->set_generation(to);
+  regroup->set_world_size(world_size);
+  for (const auto& [from_rank, rank] : moves) {
+    v1::RegroupRanks::Move* move = regroup->add_moves();
+    move->set_from_rank(from_rank);
+    move->set_rank(rank);
+  }
+  return message;
+}
+
+// In-place recovery renumbers a live rank process: what it reports from
+// then on carries its new generation and rank, a cancel of the old
+// generation leaves it alone, and one that died before the news is reported
+// as exited under its new identity too.
+TEST_F(AgentTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  session->Send(Assign("job-1", 1, {1, 2}, 3));
+  std::shared_ptr<FakeRank> one = ranks_.Started(0);
+  std::shared_ptr<FakeRank> two = ranks_.Started(1);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
+  two->Exit(-9);
+  std::optional<v1::AgentMessage> died = session->NextNotHeartbeat();
+  ASSERT_TRUE(died && died->has_rank_status());
+  EXPECT_EQ(died->rank_status().generation(), 1);
+
+  session->Send(Regroup("job-1", 1, 2, 2, {{1, 0}, {2, 1}}));
+  std::optional<v1::AgentMessage> renamed = session->NextNotHeartbeat();
+  ASSERT_TRUE(renamed && renamed->has_rank_status());
+  EXPECT_FALSE(renamed->rank_status().running());
+  EXPECT_EQ(renamed->rank_status().generation(), 2);
+  EXPECT_EQ(renamed->rank_status().rank(), 1);
+  EXPECT_THAT(renamed->rank_status().message(), HasSubstr("before it could join"));
+
+  session->Send(Cancel("job-1", 1));  // the old generation: nothing left in it
+  one->Metric(31, 0.25);
+  std::optional<v1::AgentMessage> metric = session->NextNotHeartbeat();
+  ASSERT_TRUE(metric && metric->has_metrics());
+  EXPECT_EQ(metric->metrics().generation(), 2);
+  EXPECT_EQ(metric->metrics().point().rank(), 0);
+  EXPECT_FALSE(one->terminated());
+  one->Exit(0);
+  std::optional<v1::AgentMessage> finished = session->NextNotHeartbeat();
+  ASSERT_TRUE(finished && finished->has_rank_status());
+  EXPECT_EQ(finished->rank_status().generation(), 2);
+  EXPECT_EQ(finished->rank_status().rank(), 0);
+  EXPECT_EQ(finished->rank_status().exit_code(), 0);
+}
+
+// A planned regroup (an elastic job grows in place): the live ranks are
+// renamed and asked to leave their group at their next step boundary; a
+// regroup after a loss asks nothing of them (their group already failed).
+TEST_F(AgentTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) {
+  Start();
+  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
+  ASSERT_NE(session, nullptr);
+  session->Send(Assign("job-1", 1, {0, 1}, 2));
+  std::shared_ptr<FakeRank> zero = ranks_.Started(0);
+  std::shared_ptr<FakeRank> one = ranks_.Started(1);
+  ASSERT_NE(zero, nullptr);
+  ASSERT_NE(one, nullptr);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
+  v1::CoordinatorMessage planned = Regroup("job-1", 1, 2, 3, {{0, 0}, {1, 1}});
+  planned.mutable_regroup()->set_at_step_boundary(true);
+  session->Send(planned);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (one->regroup_requests() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(zero->regroup_requests(), 1);
+  EXPECT_EQ(one->regroup_requests(), 1);
+  EXPECT_EQ(one->regroup_generation(), 2);
+  zero->Metric(40, 0.25);  // the step it was in: reported as generation 2
+  std::optional<v1::AgentMessage> metric = session->NextNotHeartbeat();
+  ASSERT_TRUE(metric && metric->has_metrics());
+  EXPECT_EQ(metric->metrics().generation(), 2);
+  session->Send(Regroup("job-1", 2, 3, 2, {{0, 0}, {1, 1}}));  // after a loss
+  // Once its reports carry generation 3, the agent has handled it.
+  const auto handled_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int step = 41; std::chrono::steady_clock::now() < handled_by; ++step) {
+    zero->Metric(step, 0.25);
+    metric = session->NextNotHeartbeat();
+    ASSERT_TRUE(metric && metric->has_metrics());
+    if (metric->metrics().generation() == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(metric->metrics().generation(), 3);
+  EXPECT_EQ(zero->regroup_requests(), 1);
+}
+
+}  // namespace
+}  // namespace trainctl::agent
