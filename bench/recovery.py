@@ -3,11 +3,11 @@
 from the last checkpoint, side by side, same cluster, same job.
 
   python3 bench/recovery.py [--runs 3] [--kill-at 100] [--steps 300]
-      [--bin build/bin] [--threads 1] [--spare]
+      [--bin build/bin] [--threads 1] [--spare] [--model gpt100m]
 
 A coordinator and 3 single-slot workers on loopback (TLS, tokens, as a user
 runs them), and with --spare a fourth. Each run submits a 3-rank mlp on
-Fashion-MNIST (global batch 96, checkpoint every 40 steps, a train point
+Fashion-MNIST (global batch 96, checkpoint every 40 steps or --checkpoint-every, a train point
 every step) with `trainctl submit --follow --output json`, SIGKILLs the
 agent of the worker running rank 2 (the rank dies with it) once step
 --kill-at is logged, and reads the job's events to the end. The modes
@@ -18,7 +18,11 @@ alternate, --runs times each:
   in-place: the same with in_place: true (the survivors go on: with
             --spare, with a replacement rank on the spare worker that gets
             their state over the collective; without, on two ranks).
-The killed worker is started again between runs.
+The killed worker is started again between runs. With --model gpt100m the
+job is the built-in gpt at 98 M parameters (12 layers, d_model 768, AdamW:
+a 1.2 GB checkpoint, and the state a replacement receives), on random
+tokens, global batch 3 of 32 tokens, checkpoint every --checkpoint-every
+steps: where reloading from disk and sending the state cost real time.
 
 Per run, from the train points (one per optimizer step, stamped by rank 0):
   repeated  steps logged a second time (trained again after the loss);
@@ -32,8 +36,10 @@ with the restart/in-place stall ratio. Exits non-zero if a run fails.
 """
 
 import argparse
+import array
 import json
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -59,7 +65,25 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--spare", action="store_true",
                    help="a fourth worker, free when the job starts")
+    p.add_argument("--model", choices=("mlp", "gpt100m"), default="mlp")
+    p.add_argument("--checkpoint-every", type=int, default=40)
     return p.parse_args()
+
+
+GPT_SEQ = 32
+GPT_VOCAB = 8192
+
+
+def gpt_tokens(args):
+    """Random token ids for the gpt runs: what it learns does not matter here."""
+    path = os.path.join(args.workdir, "tokens.u16")
+    if not os.path.exists(path):
+        rng = random.Random(0)
+        ids = array.array("H", (rng.randrange(GPT_VOCAB)
+                                for _ in range((args.steps + 10) * RANKS * GPT_SEQ + 1)))
+        with open(path, "wb") as f:
+            ids.tofile(f)
+    return path
 
 
 def job_spec(args, in_place, checkpoint_dir):
@@ -67,6 +91,21 @@ def job_spec(args, in_place, checkpoint_dir):
     ft = {"min_workers": 2, "max_restarts": 2}
     if in_place:
         ft["in_place"] = True
+    if args.model == "gpt100m":
+        return {
+            "name": "recovery-gpt-" + ("in-place" if in_place else "restart"),
+            "ranks": RANKS, "seed": 7, "task": "language_model",
+            "model": {"type": "gpt", "d_model": 768, "n_layers": 12, "n_heads": 12,
+                      "d_ff": 3072, "max_seq_len": GPT_SEQ, "vocab_size": GPT_VOCAB},
+            "data": {"format": "tokens", "train_path": gpt_tokens(args),
+                     "seq_len": GPT_SEQ},
+            "optimizer": {"type": "adamw", "lr": 3e-4},
+            "training": {"epochs": 1, "batch_size": RANKS, "max_steps": args.steps,
+                         "log_every_steps": 1, "threads_per_rank": args.threads},
+            "checkpoint": {"dir": checkpoint_dir, "every_steps": args.checkpoint_every},
+            # A step takes seconds here: the default hang bound is ample.
+            "fault_tolerance": ft,
+        }
     return {
         "name": "recovery-" + ("in-place" if in_place else "restart"),
         "ranks": RANKS,
@@ -80,7 +119,7 @@ def job_spec(args, in_place, checkpoint_dir):
         "optimizer": {"type": "adamw", "lr": 0.001},
         "training": {"epochs": 1, "batch_size": BATCH, "max_steps": args.steps,
                      "log_every_steps": 1, "threads_per_rank": args.threads},
-        "checkpoint": {"dir": checkpoint_dir, "every_steps": 40},
+        "checkpoint": {"dir": checkpoint_dir, "every_steps": args.checkpoint_every},
         "fault_tolerance": ft,
     }
 
@@ -192,9 +231,10 @@ def main():
             print(f"error: {os.path.join(args.bin, name)} is not built (make build)")
             return 2
     workdir = args.workdir = args.workdir or tempfile.mkdtemp(prefix="trainctl-recovery-")
-    print(f"recovery benchmark: {RANKS} ranks{' and a spare worker' if args.spare else ''}, "
-          f"kill -9 of rank {RANKS - 1}'s worker at step {args.kill_at} of {args.steps}, "
-          f"checkpoint every 40 steps; {args.runs} runs per mode; logs in {workdir}")
+    print(f"recovery benchmark: {args.model}, {RANKS} ranks"
+          f"{' and a spare worker' if args.spare else ''}, kill -9 of rank {RANKS - 1}'s "
+          f"worker at step {args.kill_at} of {args.steps}, checkpoint every "
+          f"{args.checkpoint_every} steps; {args.runs} runs per mode; logs in {workdir}")
     cluster = Cluster(args, RANKS + (1 if args.spare else 0), workdir)
     rows = []
     try:

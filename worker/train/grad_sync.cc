@@ -1,5 +1,6 @@
 #include "worker/train/grad_sync.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,28 @@ absl::StatusOr<std::string> BroadcastBytes(
         "rank ", root, " could not produce its bytes (see rank ", root, "'s log)"));
   }
   if (n == 0) return std::string();  // no empty broadcast: not every backend takes one
+  if (n >= kBytesByAllReduce) {
+    // A sum in which only the root's words are not zero: exact on integers,
+    // and the ring all-reduce pipelines the bytes through every rank at
+    // once where Gloo's broadcast sends the whole buffer from the root to
+    // each peer in turn. 1 GiB among 3 threads on the 2-core build
+    // machine: 4.2 s as a broadcast, 2.4 s as one all-reduce, 1.9 s as
+    // all-reduces of 64 MiB launched together.
+    const int64_t count = (n + 7) / 8;
+    torch::Tensor words = torch::zeros({count}, torch::kInt64);
+    if (rank == root) std::memcpy(words.data_ptr(), mine->data(), size_t(n));
+    words = words.to(device);
+    constexpr int64_t kChunkWords = (int64_t{64} << 20) / 8;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int64_t start = 0; start < count; start += kChunkWords) {
+      std::vector<torch::Tensor> chunk{words.narrow(0, start, std::min(kChunkWords, count - start))};
+      works.push_back(group->allreduce(chunk));
+    }
+    for (auto& work : works) work->wait();
+    if (rank == root) return mine;
+    words = words.cpu();
+    return std::string(static_cast<const char*>(words.data_ptr()), size_t(n));
+  }
   torch::Tensor data = torch::empty({n}, torch::kUInt8);
   if (rank == root) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
   std::vector<torch::Tensor> payload{data.to(device)};

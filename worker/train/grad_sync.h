@@ -50,6 +50,8 @@ void BroadcastFromRankZero(const GroupPtr& group,
 // an in-place recovery). When the root has an error instead, every rank
 // returns an error naming it as the root's.
 // The bytes travel in tensors on `device`: NCCL moves only GPU tensors.
+// From kBytesByAllReduce up, as an all-reduce (faster for large states).
+inline constexpr int64_t kBytesByAllReduce = int64_t{4} << 20;
 absl::StatusOr<std::string> BroadcastBytes(
     const GroupPtr& group, int rank, const torch::Device& device,
     const absl::StatusOr<std::string>& mine, int root = 0);

@@ -107,6 +107,10 @@ class TrainingLoop {
     int source = 0;
     bool apart = false;  // not all at `resume`: the state was sent
     bool took_state = false;  // this rank was behind and took it
+    // The state's size and where its time went on this rank (encoding at
+    // the source, the broadcast, decoding where taken).
+    int64_t state_bytes = 0;
+    double encode_ms = 0, send_ms = 0, decode_ms = 0;
     std::vector<std::vector<double>> rows;
   };
   // The collectives of that agreement on the new group: throws when one
@@ -116,6 +120,8 @@ class TrainingLoop {
   // sinks, straggler watch, and the interrupted step's end).
   void GoOnAt(const Agreement& agreed, int old_rank,
               std::chrono::steady_clock::time_point start);
+  // What the state's transfer cost this rank, for its log line.
+  static std::string StateNote(const Agreement& agreed, int rank);
   // After Regroup agreed on `resume` from every survivor's `rows`: the
   // train point and the step's end (evaluation, checkpoint) that no
   // survivor finished before the loss.

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "worker/support/rank_spread.h"
 #include "worker/support/shard_manifest.h"
@@ -149,19 +150,30 @@ absl::StatusOr<TrainingLoop::Agreement> TrainingLoop::AgreeOnState(int old_rank)
     }
   }
   if (agreed.apart) {
+    using Clock = std::chrono::steady_clock;
+    auto ms_since = [](Clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+    };
+    auto mark = Clock::now();
     absl::StatusOr<std::string> mine = std::string();
     if (ctx_.rank == agreed.source) {
       mine = EncodeTrainingState(StateRefs(), CursorAt(agreed.resume));
+      agreed.encode_ms = ms_since(mark);
+      mark = Clock::now();
     }
     absl::StatusOr<std::string> state =
         BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine, agreed.source);
     if (!state.ok()) return state.status();
+    agreed.send_ms = ms_since(mark);
+    agreed.state_bytes = static_cast<int64_t>(state->size());
+    mark = Clock::now();
     // Only the ranks behind take it: one at the furthest step keeps its
     // own random generators.
     if (newcomer || steps_done_ != agreed.resume) {
       absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*state, StateRefs());
       if (!loaded.ok()) return loaded.status();
       agreed.took_state = true;
+      agreed.decode_ms = ms_since(mark);
     }
   }
   return agreed;
@@ -198,10 +210,22 @@ void TrainingLoop::GoOnAt(const Agreement& agreed, int old_rank,
             << " of " << ctx_.world_size << " in generation " << ctx_.generation
             << ": training goes on at step " << resume << " after "
             << static_cast<int64_t>(ms) << " ms"
-            << (agreed.took_state
-                    ? absl::StrCat(" (state from rank ", agreed.source, ")")
-                    : std::string())
-            << std::endl;
+            << StateNote(agreed, ctx_.rank) << std::endl;
+}
+
+// What the state's transfer cost this rank, for its log line: the bench and
+// a person reading a slow recovery see where the time went.
+std::string TrainingLoop::StateNote(const Agreement& agreed, int rank) {
+  const double mb = static_cast<double>(agreed.state_bytes) / (1 << 20);
+  if (agreed.took_state) {
+    return absl::StrFormat(" (state from rank %d: %.0f MiB, received in %.0f ms, loaded in %.0f ms)",
+                           agreed.source, mb, agreed.send_ms, agreed.decode_ms);
+  }
+  if (agreed.apart && rank == agreed.source) {
+    return absl::StrFormat(" (sent its state: %.0f MiB, encoded in %.0f ms, sent in %.0f ms)",
+                           mb, agreed.encode_ms, agreed.send_ms);
+  }
+  return "";
 }
 
 void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
