@@ -21,7 +21,7 @@ alternate, --runs times each:
 The killed worker is started again between runs. With --model gpt100m the
 job is the built-in gpt at 98 M parameters (12 layers, d_model 768, AdamW:
 a 1.2 GB checkpoint, and the state a replacement receives), on random
-tokens, global batch 3 of 32 tokens, checkpoint every --checkpoint-every
+tokens, global batch 6 of 32 tokens, checkpoint every --checkpoint-every
 steps: where reloading from disk and sending the state cost real time.
 
 Per run, from the train points (one per optimizer step, stamped by rank 0):
@@ -80,7 +80,7 @@ def gpt_tokens(args):
     if not os.path.exists(path):
         rng = random.Random(0)
         ids = array.array("H", (rng.randrange(GPT_VOCAB)
-                                for _ in range((args.steps + 10) * RANKS * GPT_SEQ + 1)))
+                                for _ in range((args.steps + 10) * 6 * GPT_SEQ + 1)))
         with open(path, "wb") as f:
             ids.tofile(f)
     return path
@@ -100,7 +100,8 @@ def job_spec(args, in_place, checkpoint_dir):
             "data": {"format": "tokens", "train_path": gpt_tokens(args),
                      "seq_len": GPT_SEQ},
             "optimizer": {"type": "adamw", "lr": 3e-4},
-            "training": {"epochs": 1, "batch_size": RANKS, "max_steps": args.steps,
+            # 6 splits over 3 ranks and over the 2 left without a spare.
+            "training": {"epochs": 1, "batch_size": 6, "max_steps": args.steps,
                          "log_every_steps": 1, "threads_per_rank": args.threads},
             "checkpoint": {"dir": checkpoint_dir, "every_steps": args.checkpoint_every},
             # A step takes seconds here: the default hang bound is ample.

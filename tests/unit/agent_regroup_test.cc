@@ -35,20 +35,32 @@ v1::CoordinatorMessage Regroup(const std::string& job, int from, int to, int wor
   return message;
 }
 
+class AgentRegroupTest : public AgentTest {
+ protected:
+  // Starts the agent and ranks `a` and `b` of generation 1 of job-1 on
+  // `world` ranks: session_, started_.
+  void StartTwoRanks(int a, int b, int world) {
+    Start();
+    session_ = coordinator_.AcceptAndRegister();
+    ASSERT_NE(session_, nullptr);
+    session_->Send(Assign("job-1", 1, {a, b}, world));
+    for (int i = 0; i < 2; ++i) {
+      started_.push_back(ranks_.Started(i));
+      ASSERT_NE(started_.back(), nullptr);
+    }
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(session_->NextNotHeartbeat());  // the starts
+  }
+  std::vector<std::shared_ptr<FakeRank>> started_;
+};
+
 // In-place recovery renumbers a live rank process: what it reports from
 // then on carries its new generation and rank, a cancel of the old
 // generation leaves it alone, and one that died before the news is reported
 // as exited under its new identity too.
-TEST_F(AgentTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
-  Start();
-  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
-  ASSERT_NE(session, nullptr);
-  session->Send(Assign("job-1", 1, {1, 2}, 3));
-  std::shared_ptr<FakeRank> one = ranks_.Started(0);
-  std::shared_ptr<FakeRank> two = ranks_.Started(1);
-  ASSERT_NE(one, nullptr);
-  ASSERT_NE(two, nullptr);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
+TEST_F(AgentRegroupTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
+  ASSERT_NO_FATAL_FAILURE(StartTwoRanks(1, 2, 3));
+  const std::shared_ptr<FakeSession>& session = session_;
+  const std::shared_ptr<FakeRank> one = started_[0], two = started_[1];
   two->Exit(-9);
   std::optional<v1::AgentMessage> died = session->NextNotHeartbeat();
   ASSERT_TRUE(died && died->has_rank_status());
@@ -80,16 +92,10 @@ TEST_F(AgentTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
 // A planned regroup (an elastic job grows in place): the live ranks are
 // renamed and asked to leave their group at their next step boundary; a
 // regroup after a loss asks nothing of them (their group already failed).
-TEST_F(AgentTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) {
-  Start();
-  std::shared_ptr<FakeSession> session = coordinator_.AcceptAndRegister();
-  ASSERT_NE(session, nullptr);
-  session->Send(Assign("job-1", 1, {0, 1}, 2));
-  std::shared_ptr<FakeRank> zero = ranks_.Started(0);
-  std::shared_ptr<FakeRank> one = ranks_.Started(1);
-  ASSERT_NE(zero, nullptr);
-  ASSERT_NE(one, nullptr);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(session->NextNotHeartbeat());  // the starts
+TEST_F(AgentRegroupTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) {
+  ASSERT_NO_FATAL_FAILURE(StartTwoRanks(0, 1, 2));
+  const std::shared_ptr<FakeSession>& session = session_;
+  const std::shared_ptr<FakeRank> zero = started_[0], one = started_[1];
   v1::CoordinatorMessage planned = Regroup("job-1", 1, 2, 3, {{0, 0}, {1, 1}});
   planned.mutable_regroup()->set_at_step_boundary(true);
   session->Send(planned);
