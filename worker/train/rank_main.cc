@@ -211,7 +211,6 @@ int RunRank(const v1::RankLaunch& launch) {
   ctx.joins_in_place = launch.joins_in_place();
   ctx.faults = FaultHooks::FromEnvironment().ForJob(args.job_id);
   ctx.stop_requested = [] { return stop_requested.load(); };
-  ctx.regroup_requested_generation = [] { return regroup_requested_generation.load(); };
   Reporter reporter;
   ctx.report = [&](const v1::MetricPoint& point) {
     v1::RankReport report;
@@ -307,6 +306,8 @@ int RunRank(const v1::RankLaunch& launch) {
   // NCCL cannot yet be torn down and formed again inside the process.
   std::string rendezvous_key = launch.rendezvous_key();
   if (spec.fault_tolerance().in_place() && !ctx.device.is_cuda()) {
+    // Only here: reading the vote costs a wait for the device each step.
+    ctx.regroup_requested_generation = [] { return regroup_requested_generation.load(); };
     ctx.regroup = [&]() -> absl::StatusOr<RankContext::NextGeneration> {
       // The last hold on the failed group: its sockets close, so peers
       // still blocked in it fail too instead of waiting for the timeout.
