@@ -40,23 +40,23 @@ TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
     snapshot.model.emplace_back(name, std::move(host));
   }
   snapshot.optimizer = ExportOptimizerState(*refs.optimizer, refs.params);
-  if (refs.scaler != nullptr) snapshot.scaler = refs.scaler->Save();
-  snapshot.rng_cpu = GeneratorState(torch::kCPU);
-  // On a GPU dropout draws from the device's generator.
-  const torch::Device device =
-      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
-  if (!device.is_cpu()) snapshot.rng_device = GeneratorState(device);
+  TakeScalerAndGenerators(refs, snapshot);
   return snapshot;
 }
 
-namespace {
+void TakeScalerAndGenerators(const TrainingStateRefs& refs, TrainingSnapshot& snapshot) {
+  if (refs.scaler != nullptr) snapshot.scaler = refs.scaler->Save();
+  snapshot.rng_cpu = GeneratorState(torch::kCPU);
+  // On a GPU dropout draws from the device's generator.
+  const torch::Device device = ParamDevice(refs);
+  if (!device.is_cpu()) snapshot.rng_device = GeneratorState(device);
+}
 
-void SerializeOrThrow(const TrainingSnapshot& snapshot,
-                      const std::function<size_t(const void*, size_t)>& writer) {
-  torch::NoGradGuard no_grad;
-  const TrainingCursor& cursor = snapshot.cursor;
-  torch::serialize::OutputArchive archive;
-  archive.write("format_version", c10::IValue(kFormatVersion));
+torch::Device ParamDevice(const TrainingStateRefs& refs) {
+  return refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
+}
+
+void WriteCursor(torch::serialize::OutputArchive& archive, const TrainingCursor& cursor) {
   archive.write("step", c10::IValue(cursor.step));
   archive.write("epoch", c10::IValue(int64_t{cursor.epoch}));
   archive.write("samples_in_epoch", c10::IValue(cursor.samples_in_epoch));
@@ -64,6 +64,63 @@ void SerializeOrThrow(const TrainingSnapshot& snapshot,
   archive.write("train_samples", c10::IValue(cursor.train_samples));
   archive.write("world_size", c10::IValue(int64_t{cursor.world_size}));
   archive.write("epoch_order", c10::IValue(int64_t{cursor.epoch_order}));
+}
+
+TrainingCursor ReadCursor(torch::serialize::InputArchive& archive) {
+  TrainingCursor cursor;
+  cursor.step = ReadInt(archive, "step");
+  cursor.epoch = static_cast<int>(ReadInt(archive, "epoch"));
+  cursor.samples_in_epoch = ReadInt(archive, "samples_in_epoch");
+  cursor.global_batch = ReadInt(archive, "global_batch");
+  cursor.train_samples = ReadInt(archive, "train_samples");
+  cursor.world_size = static_cast<int>(ReadInt(archive, "world_size"));
+  c10::IValue order;
+  cursor.epoch_order = archive.try_read("epoch_order", order) && order.isInt()
+                           ? static_cast<int>(order.toInt())
+                           : 1;
+  return cursor;
+}
+
+void WriteScalerAndGenerators(torch::serialize::OutputArchive& archive,
+                              const TrainingSnapshot& snapshot) {
+  if (snapshot.scaler) {
+    archive.write("scaler_scale", c10::IValue(snapshot.scaler->scale));
+    archive.write("scaler_good_steps", c10::IValue(int64_t{snapshot.scaler->good_steps}));
+    archive.write("scaler_skipped", c10::IValue(snapshot.scaler->skipped));
+  }
+  archive.write("rng_cpu", snapshot.rng_cpu);
+  if (snapshot.rng_device.defined()) archive.write("rng_device", snapshot.rng_device);
+}
+
+void RestoreScalerAndGenerators(torch::serialize::InputArchive& archive,
+                                const TrainingStateRefs& refs) {
+  if (refs.scaler != nullptr) {
+    c10::IValue scale;
+    if (archive.try_read("scaler_scale", scale)) {
+      refs.scaler->Restore({scale.toDouble(),
+                            static_cast<int>(ReadInt(archive, "scaler_good_steps")),
+                            ReadInt(archive, "scaler_skipped")});
+    }
+  }
+  torch::Tensor rng;
+  if (archive.try_read("rng_cpu", rng)) SetGeneratorState(torch::kCPU, rng);
+  // A checkpoint written on a GPU resumed on the CPU (or the other way)
+  // keeps the CPU's stream and starts the device's afresh.
+  const torch::Device device = ParamDevice(refs);
+  torch::Tensor device_rng;
+  if (!device.is_cpu() && archive.try_read("rng_device", device_rng)) {
+    SetGeneratorState(device, device_rng);
+  }
+}
+
+namespace {
+
+void SerializeOrThrow(const TrainingSnapshot& snapshot,
+                      const std::function<size_t(const void*, size_t)>& writer) {
+  torch::NoGradGuard no_grad;
+  torch::serialize::OutputArchive archive;
+  archive.write("format_version", c10::IValue(kFormatVersion));
+  WriteCursor(archive, snapshot.cursor);
 
   std::vector<std::string> names;
   for (size_t i = 0; i < snapshot.model.size(); ++i) {
@@ -86,13 +143,7 @@ void SerializeOrThrow(const TrainingSnapshot& snapshot,
     archive.write(absl::StrCat("opt_", i, "_fields"),
                   c10::IValue(absl::StrJoin(fields, ",")));
   }
-  if (snapshot.scaler) {
-    archive.write("scaler_scale", c10::IValue(snapshot.scaler->scale));
-    archive.write("scaler_good_steps", c10::IValue(int64_t{snapshot.scaler->good_steps}));
-    archive.write("scaler_skipped", c10::IValue(snapshot.scaler->skipped));
-  }
-  archive.write("rng_cpu", snapshot.rng_cpu);
-  if (snapshot.rng_device.defined()) archive.write("rng_device", snapshot.rng_device);
+  WriteScalerAndGenerators(archive, snapshot);
   archive.save_to(writer);
 }
 
@@ -150,18 +201,7 @@ absl::StatusOr<TrainingCursor> OpenCheckpoint(
       version.toInt() != kFormatVersion) {
     return absl::DataLossError("not a trainctl checkpoint of a known version");
   }
-  TrainingCursor cursor;
-  cursor.step = ReadInt(archive, "step");
-  cursor.epoch = static_cast<int>(ReadInt(archive, "epoch"));
-  cursor.samples_in_epoch = ReadInt(archive, "samples_in_epoch");
-  cursor.global_batch = ReadInt(archive, "global_batch");
-  cursor.train_samples = ReadInt(archive, "train_samples");
-  cursor.world_size = static_cast<int>(ReadInt(archive, "world_size"));
-  c10::IValue order;
-  cursor.epoch_order = archive.try_read("epoch_order", order) && order.isInt()
-                           ? static_cast<int>(order.toInt())
-                           : 1;
-  return cursor;
+  return ReadCursor(archive);
 }
 
 std::vector<std::string> ModelNames(torch::serialize::InputArchive& archive) {
@@ -217,24 +257,7 @@ absl::StatusOr<TrainingCursor> DecodeOrThrow(const std::string& bytes,
       ImportOptimizerState(*refs.optimizer, refs.params, optimizer);
   if (!imported.ok()) return imported;
 
-  if (refs.scaler != nullptr) {
-    c10::IValue scale;
-    if (archive.try_read("scaler_scale", scale)) {
-      refs.scaler->Restore({scale.toDouble(),
-                            static_cast<int>(ReadInt(archive, "scaler_good_steps")),
-                            ReadInt(archive, "scaler_skipped")});
-    }
-  }
-  torch::Tensor rng;
-  if (archive.try_read("rng_cpu", rng)) SetGeneratorState(torch::kCPU, rng);
-  // A checkpoint written on a GPU resumed on the CPU (or the other way)
-  // keeps the CPU's stream and starts the device's afresh.
-  const torch::Device device =
-      refs.params.empty() ? torch::Device(torch::kCPU) : refs.params.front().device();
-  torch::Tensor device_rng;
-  if (!device.is_cpu() && archive.try_read("rng_device", device_rng)) {
-    SetGeneratorState(device, device_rng);
-  }
+  RestoreScalerAndGenerators(archive, refs);
   return cursor;
 }
 

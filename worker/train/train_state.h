@@ -58,6 +58,20 @@ struct TrainingSnapshot {
 TrainingSnapshot SnapshotTrainingState(const TrainingStateRefs& refs,
                                        const TrainingCursor& cursor, bool copy);
 
+// The parts of a state that are not tensors of the model or optimizer,
+// shared by a checkpoint and a live transfer (state_transfer.h): the
+// cursor, the loss scaler and the random generators, taken from `refs`,
+// written to and read back from a torch archive.
+void TakeScalerAndGenerators(const TrainingStateRefs& refs, TrainingSnapshot& snapshot);
+void WriteCursor(torch::serialize::OutputArchive& archive, const TrainingCursor& cursor);
+TrainingCursor ReadCursor(torch::serialize::InputArchive& archive);
+void WriteScalerAndGenerators(torch::serialize::OutputArchive& archive,
+                              const TrainingSnapshot& snapshot);
+void RestoreScalerAndGenerators(torch::serialize::InputArchive& archive,
+                                const TrainingStateRefs& refs);
+// Where the parameters live (the CPU for a model without any).
+torch::Device ParamDevice(const TrainingStateRefs& refs);
+
 // The snapshot as a checkpoint blob (below), handed to `sink` as it is
 // produced; the first error of the sink stops it and is returned. Touches
 // nothing but the snapshot.

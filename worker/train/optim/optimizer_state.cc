@@ -30,13 +30,14 @@ using Fields = std::vector<Field<State>>;
 
 template <typename State>
 ParamOptimizerState ExportFields(const State& state, const Fields<State>& fields,
-                                 int64_t step) {
+                                 int64_t step, bool copy) {
   ParamOptimizerState out;
   out.present = true;
   out.step = step;
   for (const auto& f : fields) {
     const torch::Tensor t = (state.*f.get)();
-    if (t.defined()) out.tensors[f.name] = t.detach().to(torch::kCPU).clone();
+    if (!t.defined()) continue;
+    out.tensors[f.name] = copy ? t.detach().to(torch::kCPU).clone() : t.detach();
   }
   return out;
 }
@@ -100,10 +101,10 @@ const Fields<Adam8bitParamState>& Adam8bitFields() {
 // Exports one state of type S when `base` is one.
 template <typename S>
 bool TryExport(const optim::OptimizerParamState* base, const Fields<S>& fields,
-               ParamOptimizerState* out) {
+               bool copy, ParamOptimizerState* out) {
   const auto* s = dynamic_cast<const S*>(base);
   if (s == nullptr) return false;
-  *out = ExportFields(*s, fields, s->step());
+  *out = ExportFields(*s, fields, s->step(), copy);
   return true;
 }
 
@@ -128,7 +129,7 @@ absl::Status ImportAs(optim::Optimizer& optimizer, const torch::Tensor& param,
 }  // namespace
 
 std::vector<ParamOptimizerState> ExportOptimizerState(
-    optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params) {
+    optim::Optimizer& optimizer, const std::vector<torch::Tensor>& params, bool copy) {
   std::vector<ParamOptimizerState> out(params.size());
   static const auto adam = AdamLikeFields<optim::AdamParamState>();
   static const auto adamw = AdamLikeFields<optim::AdamWParamState>();
@@ -138,12 +139,12 @@ std::vector<ParamOptimizerState> ExportOptimizerState(
     const optim::OptimizerParamState* base = it->second.get();
     // SGD's state has no step counter; its export uses step 0.
     if (const auto* sgd = dynamic_cast<const optim::SGDParamState*>(base)) {
-      out[i] = ExportFields(*sgd, SgdFields(), 0);
+      out[i] = ExportFields(*sgd, SgdFields(), 0, copy);
       continue;
     }
-    TryExport(base, adam, &out[i]) || TryExport(base, adamw, &out[i]) ||
-        TryExport(base, AdafactorFields(), &out[i]) ||
-        TryExport(base, Adam8bitFields(), &out[i]);
+    TryExport(base, adam, copy, &out[i]) || TryExport(base, adamw, copy, &out[i]) ||
+        TryExport(base, AdafactorFields(), copy, &out[i]) ||
+        TryExport(base, Adam8bitFields(), copy, &out[i]);
   }
   return out;
 }
