@@ -30,6 +30,7 @@
 #include "worker/train/metric_sinks.h"
 #include "worker/train/models/model.h"
 #include "worker/train/rank_context.h"
+#include "worker/train/state_transfer.h"
 #include "worker/train/step_profiler.h"
 #include "worker/train/stream_timer.h"
 #include "worker/train/trainer.h"
@@ -107,14 +108,13 @@ class TrainingLoop {
     int source = 0;
     bool apart = false;  // not all at `resume`: the state was sent
     bool took_state = false;  // this rank was behind and took it
-    // The state's size and where its time went on this rank (encoding at
-    // the source, the broadcast, decoding where taken).
-    int64_t state_bytes = 0;
-    double encode_ms = 0, send_ms = 0, decode_ms = 0;
+    // The state's size and where its time went on this rank.
+    StateTransferStats transfer;
     std::vector<std::vector<double>> rows;
   };
-  // The collectives of that agreement on the new group: throws when one
-  // fails; an error when a replacement's data differs from the survivors'.
+  // The collectives of that agreement on the new group: they throw, or the
+  // state's transfer says UNAVAILABLE, when a rank is lost; an error when a
+  // replacement's data or model differs from the survivors'.
   absl::StatusOr<Agreement> AgreeOnState(int old_rank);
   // Training goes on from `agreed.resume` with the new group (its batches,
   // sinks, straggler watch, and the interrupted step's end).

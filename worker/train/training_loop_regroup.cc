@@ -77,18 +77,25 @@ absl::Status TrainingLoop::Regroup(const std::string& why, int64_t& step, bool p
     sync_ = std::make_unique<RankCollectives>(params_, ctx_.group, ctx_.world_size);
     buckets_ = std::make_unique<GradientBuckets>(params_, ctx_.group, ctx_.world_size,
                                                  int64_t{t_.bucket_mb()} << 20);
+    absl::StatusOr<Agreement> agreement;
     try {
-      absl::StatusOr<Agreement> agreement = AgreeOnState(old_rank);
-      if (!agreement.ok()) return RecoveryFailed(agreement.status());
+      agreement = AgreeOnState(old_rank);
+    } catch (const std::exception& e) {
+      agreement = absl::UnavailableError(e.what());
+    }
+    if (agreement.ok()) {
       agreed = *std::move(agreement);
       break;
-    } catch (const std::exception& e) {
-      // Another rank lost while this generation formed: the coordinator
-      // regroups again, or ends the generation (the next call says which).
-      if (attempt >= kRegroupAttempts) throw;
-      std::cerr << "rank " << ctx_.rank << ": generation " << ctx_.generation
-                << " lost a rank while it formed (" << e.what() << ")" << std::endl;
     }
+    // Another rank lost while this generation formed: the coordinator
+    // regroups again, or ends the generation (the next call says which).
+    if (agreement.status().code() != absl::StatusCode::kUnavailable ||
+        attempt >= kRegroupAttempts) {
+      return RecoveryFailed(agreement.status());
+    }
+    std::cerr << "rank " << ctx_.rank << ": generation " << ctx_.generation
+              << " lost a rank while it formed (" << agreement.status().message() << ")"
+              << std::endl;
   }
   step = agreed.resume;
   GoOnAt(agreed, old_rank, start);
@@ -143,37 +150,32 @@ absl::StatusOr<TrainingLoop::Agreement> TrainingLoop::AgreeOnState(int old_rank)
         BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, data_.manifest, agreed.source);
     if (!theirs.ok()) return theirs.status();
     if (newcomer) {
-      if (std::string why = ManifestDifference(*theirs, data_.manifest, ctx_.rank);
+      if (std::string why = ManifestDifference(*theirs, agreed.source, data_.manifest, ctx_.rank);
           !why.empty()) {
         return absl::InvalidArgumentError(why);
       }
     }
   }
   if (agreed.apart) {
-    using Clock = std::chrono::steady_clock;
-    auto ms_since = [](Clock::time_point t) {
-      return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-    };
-    auto mark = Clock::now();
-    absl::StatusOr<std::string> mine = std::string();
-    if (ctx_.rank == agreed.source) {
-      mine = EncodeTrainingState(StateRefs(), CursorAt(agreed.resume));
-      agreed.encode_ms = ms_since(mark);
-      mark = Clock::now();
+    // Only the ranks behind take it, straight into their model and
+    // optimizer: one at the furthest step keeps its own random generators.
+    std::vector<int> takers;
+    for (int r = 0; r < static_cast<int>(agreed.rows.size()); ++r) {
+      if (agreed.rows[r][kRowStepsDone] != done.max) takers.push_back(r);
     }
-    absl::StatusOr<std::string> state =
-        BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, mine, agreed.source);
-    if (!state.ok()) return state.status();
-    agreed.send_ms = ms_since(mark);
-    agreed.state_bytes = static_cast<int64_t>(state->size());
-    mark = Clock::now();
-    // Only the ranks behind take it: one at the furthest step keeps its
-    // own random generators.
-    if (newcomer || steps_done_ != agreed.resume) {
-      absl::StatusOr<TrainingCursor> loaded = DecodeTrainingState(*state, StateRefs());
+    StateTransferStats& stats = agreed.transfer;
+    if (ctx_.rank == agreed.source) {
+      RETURN_IF_ERROR(SendTrainingState(*ctx_.group, takers, StateRefs(),
+                                        CursorAt(agreed.resume), &stats));
+      for (int refused : stats.refused) {
+        std::cerr << "rank " << ctx_.rank << ": rank " << refused
+                  << " refused the training state (see its log)" << std::endl;
+      }
+    } else if (std::find(takers.begin(), takers.end(), ctx_.rank) != takers.end()) {
+      absl::StatusOr<TrainingCursor> loaded =
+          ReceiveTrainingState(*ctx_.group, agreed.source, StateRefs(), &stats);
       if (!loaded.ok()) return loaded.status();
       agreed.took_state = true;
-      agreed.decode_ms = ms_since(mark);
     }
   }
   return agreed;
@@ -216,14 +218,15 @@ void TrainingLoop::GoOnAt(const Agreement& agreed, int old_rank,
 // What the state's transfer cost this rank, for its log line: the bench and
 // a person reading a slow recovery see where the time went.
 std::string TrainingLoop::StateNote(const Agreement& agreed, int rank) {
-  const double mb = static_cast<double>(agreed.state_bytes) / (1 << 20);
+  const StateTransferStats& stats = agreed.transfer;
+  const double mb = static_cast<double>(stats.bytes) / (1 << 20);
   if (agreed.took_state) {
     return absl::StrFormat(" (state from rank %d: %.0f MiB, received in %.0f ms, loaded in %.0f ms)",
-                           agreed.source, mb, agreed.send_ms, agreed.decode_ms);
+                           agreed.source, mb, stats.move_ms, stats.load_ms);
   }
   if (agreed.apart && rank == agreed.source) {
-    return absl::StrFormat(" (sent its state: %.0f MiB, encoded in %.0f ms, sent in %.0f ms)",
-                           mb, agreed.encode_ms, agreed.send_ms);
+    return absl::StrFormat(" (sent its state: %.0f MiB, described in %.0f ms, sent in %.0f ms)",
+                           mb, stats.prepare_ms, stats.move_ms);
   }
   return "";
 }
