@@ -180,26 +180,32 @@ TEST(ManifestDifferenceTest, NamesTheFirstShardThatDiffersNeverItsChecksum) {
   const std::string zero =
       "data.train_path\t/d/a.bin\t100\t11111\n"
       "data.train_path\t/d/b.bin\t200\t22222\n";
-  EXPECT_EQ(ManifestDifference(zero, zero, 1), "");
-  EXPECT_EQ(ManifestDifference(zero,
+  EXPECT_EQ(ManifestDifference(zero, 0, zero, 1), "");
+  EXPECT_EQ(ManifestDifference(zero, 0,
                                "data.train_path\t/d/a.bin\t100\t11111\n"
                                "data.train_path\t/d/b.bin\t200\t99999\n", 2),
             "data.train_path: shard /d/b.bin has the same size on rank 2 and "
             "rank 0 but different contents (the nodes hold different files)");
-  EXPECT_EQ(ManifestDifference(zero,
+  EXPECT_EQ(ManifestDifference(zero, 0,
                                "data.train_path\t/d/a.bin\t104\t11111\n"
                                "data.train_path\t/d/b.bin\t200\t22222\n", 1),
             "data.train_path: shard /d/a.bin is 104 bytes on rank 1 but 100 on "
             "rank 0 (the nodes hold different files)");
-  EXPECT_EQ(ManifestDifference(zero, "data.train_path\t/d/a.bin\t100\t11111\n", 3),
+  EXPECT_EQ(ManifestDifference(zero, 0, "data.train_path\t/d/a.bin\t100\t11111\n", 3),
             "data.train_path: shard /d/b.bin is seen by rank 0 but not by rank 3");
-  EXPECT_EQ(ManifestDifference(zero,
+  EXPECT_EQ(ManifestDifference(zero, 0,
                                "data.train_path\t/d/a.bin\t100\t11111\n"
                                "data.train_path\t/d/c.bin\t200\t22222\n", 1),
             "data.train_path: rank 1 sees shard /d/c.bin where rank 0 sees "
             "/d/b.bin (the nodes list different files)");
-  EXPECT_EQ(ManifestDifference("", zero, 1),
+  EXPECT_EQ(ManifestDifference("", 0, zero, 1),
             "data.train_path: shard /d/a.bin is seen by rank 1 but not by rank 0");
+  // A replacement compares with the survivor that sends the state, named.
+  EXPECT_EQ(ManifestDifference(zero, 2,
+                               "data.train_path\t/d/a.bin\t104\t11111\n"
+                               "data.train_path\t/d/b.bin\t200\t22222\n", 0),
+            "data.train_path: shard /d/a.bin is 104 bytes on rank 0 but 100 on "
+            "rank 2 (the nodes hold different files)");
 }
 
 }  // namespace

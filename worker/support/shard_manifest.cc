@@ -96,38 +96,38 @@ absl::StatusOr<std::string> ShardManifest(const std::string& field,
   return manifest;
 }
 
-std::string ManifestDifference(const std::string& rank_zero,
+std::string ManifestDifference(const std::string& theirs, int their_rank,
                                const std::string& mine, int rank) {
-  if (rank_zero == mine) return "";
-  const std::vector<Line> zero = Parse(rank_zero), own = Parse(mine);
-  for (size_t i = 0; i < zero.size() || i < own.size(); ++i) {
+  if (theirs == mine) return "";
+  const std::vector<Line> theirs_lines = Parse(theirs), own = Parse(mine);
+  for (size_t i = 0; i < theirs_lines.size() || i < own.size(); ++i) {
     if (i >= own.size()) {
-      return absl::StrCat(zero[i].field, ": shard ", zero[i].path,
-                          " is seen by rank 0 but not by rank ", rank);
+      return absl::StrCat(theirs_lines[i].field, ": shard ", theirs_lines[i].path,
+                          " is seen by rank ", their_rank, " but not by rank ", rank);
     }
-    if (i >= zero.size()) {
+    if (i >= theirs_lines.size()) {
       return absl::StrCat(own[i].field, ": shard ", own[i].path, " is seen by rank ",
-                          rank, " but not by rank 0");
+                          rank, " but not by rank ", their_rank);
     }
-    const Line& a = zero[i];
+    const Line& a = theirs_lines[i];
     const Line& b = own[i];
     if (a.field != b.field || a.path != b.path) {
       return absl::StrCat(b.field, ": rank ", rank, " sees shard ", b.path,
-                          " where rank 0 sees ", a.path,
+                          " where rank ", their_rank, " sees ", a.path,
                           " (the nodes list different files)");
     }
     if (a.size != b.size) {
       return absl::StrCat(b.field, ": shard ", b.path, " is ", b.size,
-                          " bytes on rank ", rank, " but ", a.size,
-                          " on rank 0 (the nodes hold different files)");
+                          " bytes on rank ", rank, " but ", a.size, " on rank ",
+                          their_rank, " (the nodes hold different files)");
     }
     if (a.crc != b.crc) {
       return absl::StrCat(b.field, ": shard ", b.path, " has the same size on rank ",
-                          rank, " and rank 0 but different contents (the nodes "
+                          rank, " and rank ", their_rank, " but different contents (the nodes "
                           "hold different files)");
     }
   }
-  return absl::StrCat("the data's shards differ between rank ", rank, " and rank 0");
+  return absl::StrCat("the data's shards differ between rank ", rank, " and rank ", their_rank);
 }
 
 }  // namespace trainctl::train

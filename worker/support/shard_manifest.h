@@ -20,10 +20,11 @@ absl::StatusOr<std::string> ShardManifest(const std::string& field,
                                           const std::vector<std::string>& shards,
                                           const DecodedFileCache* cache);
 
-// Why this rank's manifest differs from rank 0's, naming the first shard
-// that differs, its size on both sides, and never its checksum (derived
-// from the file's bytes); "" when they are equal.
-std::string ManifestDifference(const std::string& rank_zero,
+// Why this rank's manifest differs from rank `their_rank`'s (rank 0's at a
+// job's start, the furthest survivor's for a replacement), naming the first
+// shard that differs, its size on both sides, and never its checksum
+// (derived from the file's bytes); "" when they are equal.
+std::string ManifestDifference(const std::string& theirs, int their_rank,
                                const std::string& mine, int rank);
 
 }  // namespace trainctl::train

@@ -107,7 +107,7 @@ absl::Status TrainingLoop::LoadData() {
   if (ctx_.group && !ctx_.joins_in_place) {
     ASSIGN_OR_RETURN(const std::string rank_zero,
                      BroadcastBytes(ctx_.group, ctx_.rank, ctx_.device, data_.manifest));
-    if (std::string why = ManifestDifference(rank_zero, data_.manifest, ctx_.rank);
+    if (std::string why = ManifestDifference(rank_zero, 0, data_.manifest, ctx_.rank);
         !why.empty()) {
       return absl::InvalidArgumentError(why);
     }
