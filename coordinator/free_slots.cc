@@ -43,6 +43,36 @@ Placement FreeSlots::Plan(const std::string& job_id, int world, bool gpu) const 
   return placement;
 }
 
+Placement FreeSlots::PlanSpares(const std::string& job_id, int count,
+                                const std::set<std::string>& avoid) const {
+  Placement placement;
+  placement.job_id = job_id;
+  std::vector<int> used(workers_.size(), 0), used_gpu(workers_.size(), 0);
+  // One slot per worker in turn over the others, then over `avoid`.
+  for (bool avoided : {false, true}) {
+    std::vector<int> order;
+    for (const auto& [minus_free, i] : by_free_) {
+      if ((avoid.count(workers_[i].name) != 0) == avoided) order.push_back(i);
+    }
+    for (bool took = true; took;) {
+      took = false;
+      for (int i : order) {
+        if (static_cast<int>(placement.rank_workers.size()) >= count) return placement;
+        const WorkerSlots& w = workers_[i];
+        if (used[i] >= w.free_slots) continue;
+        // Slots without a GPU first, as Plan does for a CPU job.
+        const bool gpu_slot = w.free_slots - used[i] <= w.free_gpu_slots - used_gpu[i];
+        placement.on_gpu_slot.push_back(gpu_slot);
+        placement.rank_workers.push_back(w.name);
+        ++used[i];
+        if (gpu_slot) ++used_gpu[i];
+        took = true;
+      }
+    }
+  }
+  return placement;
+}
+
 void FreeSlots::Take(const Placement& placement) {
   std::map<int, std::pair<int, int>> taken;  // worker -> (slots, gpu slots)
   for (size_t r = 0; r < placement.rank_workers.size(); ++r) {

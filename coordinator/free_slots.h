@@ -28,6 +28,11 @@ class FreeSlots {
   // CPU job takes a worker's slots without a GPU before those with one.
   // Needs world <= free() (free_gpu() when gpu). Changes nothing.
   Placement Plan(const std::string& job_id, int world, bool gpu) const;
+  // Where `count` spare slots of a CPU job would go (at most free()): one
+  // per worker in turn (in Plan's order) over the workers not in `avoid`
+  // (those running the job's ranks), then over those. Changes nothing.
+  Placement PlanSpares(const std::string& job_id, int count,
+                       const std::set<std::string>& avoid) const;
   // Takes the placement's slots.
   void Take(const Placement& placement);
 

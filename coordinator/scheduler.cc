@@ -59,6 +59,17 @@ class Pass {
       }
     }
     FindBorrowers();
+    for (const RunningJob& r : in.running) {
+      if (r.spares > 0 && !r.stopping) spare_holders_.push_back(&r);
+    }
+    std::sort(spare_holders_.begin(), spare_holders_.end(),
+              [](const RunningJob* a, const RunningJob* b) {
+                if (a->priority != b->priority) return a->priority > b->priority;
+                if (a->started_unix_ms != b->started_unix_ms) {
+                  return a->started_unix_ms < b->started_unix_ms;
+                }
+                return a->id < b->id;
+              });
   }
 
   ScheduleResult Run() {
@@ -67,6 +78,7 @@ class Pass {
     std::vector<size_t> borrowers;
     for (size_t i : Order()) {
       const PendingJob& job = in_.pending[i];
+      HoldSpares(job.priority);  // holders of its priority or higher come first
       const QuotaCheck quota = CheckQuotas(job);
       if (quota.borrowing && quota.never.empty() && quota.over.empty()) {
         borrowers.push_back(i);
@@ -75,6 +87,7 @@ class Pass {
       result_.order.push_back(job.id);
       Consider(job);
     }
+    HoldSpares(std::numeric_limits<int>::min());  // before any borrowing
     for (size_t i : borrowers) {
       result_.order.push_back(in_.pending[i].id);
       Consider(in_.pending[i]);
@@ -278,6 +291,35 @@ class Pass {
     Wait(job, WaitKind::kReserved, NoRoom(job));
   }
 
+  // The spares of the holders of priority `down_to` or higher not yet
+  // served: each takes what is free, within its owner's quotas.
+  void HoldSpares(int down_to) {
+    for (; next_holder_ < spare_holders_.size() &&
+           spare_holders_[next_holder_]->priority >= down_to;
+         ++next_holder_) {
+      const RunningJob& r = *spare_holders_[next_holder_];
+      if (victims_.count(r.id)) continue;  // being preempted
+      HoldSparesOf(r.id, r.user, r.spares, r.rank_workers);
+    }
+  }
+
+  void HoldSparesOf(const std::string& id, const std::string& user, int spares,
+                    const std::vector<std::string>& rank_workers) {
+    int room = std::min(spares, free_.free());
+    const auto limit = [&room](const Quota* q, const InUse& use) {
+      if (q != nullptr && q->slots >= 0) room = std::min(room, q->slots - use.slots);
+    };
+    limit(UserQuota(user), user_use_[user]);
+    if (const std::string* group = GroupOf(user)) limit(GroupQuota(user), group_use_[*group]);
+    if (room <= 0) return;
+    const Placement held = free_.PlanSpares(
+        id, room, std::set<std::string>(rank_workers.begin(), rank_workers.end()));
+    free_.Take(held);
+    Charge(user, static_cast<int>(held.rank_workers.size()),
+           static_cast<int>(std::count(held.on_gpu_slot.begin(), held.on_gpu_slot.end(), true)));
+    result_.spares[id] = held.rank_workers;
+  }
+
   // Starts the job now if it fits, within what a reservation leaves.
   bool TryStart(const PendingJob& job, bool borrowing) {
     const int limit = std::numeric_limits<int>::max();
@@ -303,6 +345,11 @@ class Pass {
       Charge(job.user, world,
              static_cast<int>(std::count(placement.on_gpu_slot.begin(),
                                          placement.on_gpu_slot.end(), true)));
+      // Its spares now: it comes after the running holders of its
+      // priority (they started first), before any job behind it.
+      if (job.spares > 0 && !borrowing) {
+        HoldSparesOf(job.id, job.user, job.spares, placement.rank_workers);
+      }
       result_.placements.push_back(std::move(placement));
       return true;
     }
@@ -473,6 +520,9 @@ class Pass {
   bool reserved_gpu_ = false;
   std::string reserved_for_;
   int extra_ = 0;  // slots a later job may take without delaying it
+  // Running jobs that want spares, in the order they choose them.
+  std::vector<const RunningJob*> spare_holders_;
+  size_t next_holder_ = 0;
 };
 
 }  // namespace

@@ -44,6 +44,14 @@ namespace trainctl::coordinator {
 // free, so a pass never preempts twice for the same need. The preemptor
 // then holds the free slots it needs until the victims have stopped.
 //
+// Spares. A running job with fault_tolerance.spares holds up to that many
+// free slots for the replacement ranks of an in-place recovery, spread over
+// the workers that run none of its ranks first (a lost node then takes no
+// spare with it). No pending job of its priority or lower may take them;
+// a pending job of a higher priority is placed before they are held, so it
+// may. Spares are held within the owner's quotas only (never borrowed) and
+// count towards them; higher-priority holders choose first.
+//
 // GPUs: some slots of a worker have a GPU of their own. A job on `cuda`
 // runs only on such slots; one on `auto` takes them when all its ranks fit
 // on free ones, else ordinary slots (its ranks then see no GPU); a job on
@@ -60,6 +68,7 @@ struct PendingJob {
   int priority = 0;       // the value of its priority class
   std::string user;       // owner ("" without authentication)
   bool resuming = false;  // restarting or preempted: it ran before
+  int spares = 0;         // fault_tolerance.spares, held once it starts
 };
 
 struct RunningJob {
@@ -81,6 +90,10 @@ struct RunningJob {
   int64_t batch = 0;      // elastic: the world size must divide it
   int64_t eta_unix_ms = -1;  // when it should end (-1: unknown)
   int64_t grace_ms = 0;   // how long it may take to checkpoint when preempted
+  // fault_tolerance.spares: free slots it holds for replacement ranks,
+  // preferably on workers that run none of its ranks (`rank_workers`).
+  int spares = 0;
+  std::vector<std::string> rank_workers;
 };
 
 struct WorkerSlots {
@@ -157,6 +170,10 @@ struct ScheduleResult {
   std::map<std::string, int64_t> estimated_start_unix_ms;
   // Every pending job id, in the order the pass considered them.
   std::vector<std::string> order;
+  // The spare slots each running job with fault_tolerance.spares holds:
+  // one worker name per slot (fewer than it asks for when the cluster or
+  // its quota has no more room; none: not listed).
+  std::map<std::string, std::vector<std::string>> spares;
 };
 
 ScheduleResult Schedule(const SchedulingInput& input);
