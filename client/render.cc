@@ -155,6 +155,15 @@ std::string RenderJobStatus(const v1::Job& job, const RenderContext& ctx) {
                                                job.preemptions() == 1 ? " time"
                                                                       : " times")
                                 : ""));
+  if (const int spares = job.spec().fault_tolerance().spares(); spares > 0) {
+    out += Field("Spares",
+                 job.state() == v1::JOB_STATE_RUNNING
+                     ? absl::StrCat(job.spare_workers_size(), " of ", spares, " held",
+                                    job.spare_workers_size() > 0
+                                        ? absl::StrCat(" (", absl::StrJoin(job.spare_workers(), ", "), ")")
+                                        : " (no free slot within its quotas)")
+                     : absl::StrCat(spares, " asked for, held while it runs"));
+  }
   for (const v1::Straggler& s : job.stragglers()) {
     out += Field("Straggler",
                  absl::StrFormat("rank %d on %s: %.2fx its peers' %s time per "
@@ -326,6 +335,7 @@ std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
                                       : absl::StrCat(job, ":",
                                                      absl::StrJoin(ranks, ",")));
     }
+    for (const std::string& job : w.spare_for()) running.push_back("spare:" + job);
     rows.push_back(
         {w.name(), w.host(), absl::StrCat(w.slots_free(), "/", w.slots_total()),
          w.gpu_slots_total() == 0

@@ -292,6 +292,11 @@ void ReadFaultTolerance(SpecReader& top, int ranks,
       s.Double("first_step_timeout_s", phase_default, 0.5, 86'400.0));
   f->set_elastic(s.Bool("elastic", false));
   f->set_in_place(s.Bool("in_place", false));
+  f->set_spares(s.Int("spares", 0, 0, kMaxRanks));
+  if (f->spares() > 0 && !f->in_place()) {
+    s.Error(s.Path("spares"), "spares serve in-place recovery only: set "
+                              "fault_tolerance.in_place: true as well");
+  }
   f->set_straggler_ratio(s.Double("straggler_ratio", 1.5, 0, 100));
   if (f->straggler_ratio() != 0 && f->straggler_ratio() <= 1) {
     s.Error(s.Path("straggler_ratio"),

@@ -297,10 +297,17 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
   ChargeUsageLocked(clock_.NowUnixMs());
   std::vector<PendingJob> fifo;
   for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
-  if (fifo.empty()) {
+  // With nobody queued, a pass still decides the running jobs' spares.
+  const bool spares_wanted = std::any_of(
+      order_.begin(), order_.end(), [this](const std::string& id) {
+        const v1::Job& job = jobs_.at(id);
+        return job.state() == v1::JOB_STATE_RUNNING && SparesWantedLocked(job) > 0;
+      });
+  if (fifo.empty() && !spares_wanted) {
     pass_order_.clear();
     estimated_start_ms_.clear();
     wait_kinds_.clear();
+    RecordSparesLocked({});
     return;
   }
   ScheduleResult result = Schedule(InputLocked(std::move(fifo)));
@@ -316,6 +323,7 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
     pass_order_.push_back(victim.id());
     victim.set_pending_reason(PendingLocked(victim).not_ready);
   }
+  RecordSparesLocked(result.spares);  // after the starts: a started job's note
 }
 
 void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,

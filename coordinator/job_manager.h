@@ -289,11 +289,25 @@ class JobManager {
   // then `why` says why, where in-place recovery was asked for.
   bool RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox);
   // Free slots for up to `wanted` replacement ranks of `job` (a CPU job's),
-  // counting the slots of its ranks `freeing` as free: none while a queued
-  // job of a higher priority waits, since the slots are its first (as a
-  // restart of `job` would queue behind it).
+  // counting the slots of its ranks `freeing` as free. With `use_spares`,
+  // the spares held for it first, whoever waits; then other free slots,
+  // but none while a queued job of a higher priority waits, since the
+  // slots are its first (as a restart of `job` would queue behind it).
+  // Never the spares held for another job of its priority or higher.
   Placement ReplacementSlotsLocked(const v1::Job& job, int wanted,
-                                   const std::vector<int>& freeing) const;
+                                   const std::vector<int>& freeing,
+                                   bool use_spares) const;
+  // A queued job of a higher priority that could start waits for slots.
+  bool HigherPriorityWaitsLocked(const v1::Job& job) const;
+  // fault_tolerance.spares (job_manager_spares.cc). The registry's free
+  // slots less the spares the last pass held for other jobs of `job`'s
+  // priority or higher (and for `job` itself with `own_too`).
+  std::vector<WorkerSlots> SlotsLeftForLocked(const v1::Job& job, bool own_too) const;
+  // The spares a job holds while it runs: in-place recovery on the CPU.
+  int SparesWantedLocked(const v1::Job& job) const;
+  // Keeps the pass's spares and shows them on each job (spare_workers, and
+  // a note in its log when they change).
+  void RecordSparesLocked(const std::map<std::string, std::vector<std::string>>& held);
   // Forms `job`'s next generation from live rank processes: `survivors`
   // (old ranks, in order; those beyond `world` are stopped) keep their
   // state and are renumbered (RegroupRanks, planned when
@@ -434,6 +448,8 @@ class JobManager {
   std::vector<std::string> pass_order_;  // the last pass's pending order
   std::map<std::string, int64_t> estimated_start_ms_;
   std::map<std::string, WaitKind> wait_kinds_;
+  // The spare slots the last pass held, by job: one worker per slot.
+  std::map<std::string, std::vector<std::string>> held_spares_;
   ReportLimiter log_limiter_{1000, 10'000};    // GUARDED_BY(mu_)
   ReportLimiter metric_limiter_{1000, 10'000};  // GUARDED_BY(mu_)
 };

@@ -251,6 +251,7 @@ PendingJob JobManager::PendingLocked(const v1::Job& job) const {
   pending.device = job.spec().training().device();
   pending.user = job.owner();
   pending.priority = scheduling_.ValueOf(job.spec().priority());
+  pending.spares = SparesWantedLocked(job);
   const bool preempted = job.state() == v1::JOB_STATE_PREEMPTED;
   if (job.state() != v1::JOB_STATE_RESTARTING && !preempted) return pending;
   pending.resuming = true;
@@ -301,12 +302,14 @@ std::vector<RunningJob> JobManager::RunningLocked() const {
       if (!holds && !StoppingLocked(job, rank)) continue;
       ++r.slots;
       if (rank.gpu_slot()) ++r.gpu_slots;
+      r.rank_workers.push_back(rank.worker());
     }
     if (r.slots == 0) continue;
     r.id = job.id();
     r.user = job.owner();
     r.priority = scheduling_.ValueOf(job.spec().priority());
     r.stopping = job.state() != v1::JOB_STATE_RUNNING;
+    r.spares = SparesWantedLocked(job);
     // Its first start: a restart or a resume does not make it the newest
     // of its owner's jobs (the first to count as borrowing).
     for (const v1::Transition& t : job.transitions()) {
@@ -467,8 +470,9 @@ void JobManager::MaybeGrowLocked(v1::Job& job, Outbox* outbox) {
       job.world_size() >= ft.max_workers() || !queue_.empty()) {
     return;
   }
+  // Spares, its own too, are kept for replacements, not grown into.
   int free = 0;
-  for (const WorkerSlots& w : registry_.FreeSlots()) free += w.free_slots;
+  for (const WorkerSlots& w : SlotsLeftForLocked(job, /*own_too=*/true)) free += w.free_slots;
   const int64_t batch = job.spec().training().batch_size();
   int grown = 0;
   for (int n = std::min(ft.max_workers(), job.world_size() + free);

@@ -84,7 +84,8 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   if (survivors.empty()) return cannot("no rank that holds the training state is left");
   const int world_before = job.world_size();
   Placement spares = ReplacementSlotsLocked(
-      job, world_before - static_cast<int>(survivors.size()), stateless);
+      job, world_before - static_cast<int>(survivors.size()), stateless,
+      /*use_spares=*/true);
   const int world = InPlaceWorldSize(
       static_cast<int>(survivors.size() + spares.rank_workers.size()), ft.min_workers(),
       job.spec().training().batch_size());
@@ -242,7 +243,8 @@ bool JobManager::GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox) {
     ranks.push_back(rank.rank());
   }
   const int world_before = job.world_size();
-  Placement newcomers = ReplacementSlotsLocked(job, grown - world_before, {});
+  Placement newcomers =
+      ReplacementSlotsLocked(job, grown - world_before, {}, /*use_spares=*/false);
   if (static_cast<int>(newcomers.rank_workers.size()) != grown - world_before) return false;
   const int to = FormInPlaceLocked(job, ranks, {}, newcomers, grown,
                                    /*at_step_boundary=*/true, outbox);
@@ -259,9 +261,47 @@ bool JobManager::GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox) {
 }
 
 Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
-                                             const std::vector<int>& freeing) const {
-  Placement none;
-  if (wanted <= 0) return none;
+                                             const std::vector<int>& freeing,
+                                             bool use_spares) const {
+  Placement taken;
+  taken.job_id = job.id();
+  if (wanted <= 0) return taken;
+  std::vector<WorkerSlots> slots = SlotsLeftForLocked(job, /*own_too=*/!use_spares);
+  for (int r : freeing) {
+    for (WorkerSlots& w : slots) {
+      if (w.name != job.ranks(r).worker()) continue;
+      ++w.free_slots;
+      if (job.ranks(r).gpu_slot()) ++w.free_gpu_slots;
+    }
+  }
+  // Its own spares first: held for it, whoever waits in the queue.
+  auto own = held_spares_.find(job.id());
+  if (use_spares && own != held_spares_.end()) {
+    for (const std::string& worker : own->second) {
+      if (static_cast<int>(taken.rank_workers.size()) == wanted) break;
+      for (WorkerSlots& w : slots) {
+        if (w.name != worker || w.free_slots == 0) continue;
+        const bool gpu_slot = w.free_slots <= w.free_gpu_slots;  // slots without a GPU first
+        --w.free_slots;
+        if (gpu_slot) --w.free_gpu_slots;
+        taken.rank_workers.push_back(worker);
+        taken.on_gpu_slot.push_back(gpu_slot);
+        break;
+      }
+    }
+  }
+  const int more = wanted - static_cast<int>(taken.rank_workers.size());
+  if (more == 0 || HigherPriorityWaitsLocked(job)) return taken;
+  const FreeSlots free(slots);
+  const Placement rest = free.Plan(job.id(), std::min(more, free.free()), /*gpu=*/false);
+  taken.rank_workers.insert(taken.rank_workers.end(), rest.rank_workers.begin(),
+                            rest.rank_workers.end());
+  taken.on_gpu_slot.insert(taken.on_gpu_slot.end(), rest.on_gpu_slot.begin(),
+                           rest.on_gpu_slot.end());
+  return taken;
+}
+
+bool JobManager::HigherPriorityWaitsLocked(const v1::Job& job) const {
   const int priority = scheduling_.ValueOf(job.spec().priority());
   for (const std::string& id : queue_) {
     // One that can never fit, or is held by its quota, wants no slot now.
@@ -270,20 +310,9 @@ Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
         (kind->second == WaitKind::kNeverFits || kind->second == WaitKind::kQuota)) {
       continue;
     }
-    if (PendingLocked(jobs_.at(id)).priority > priority) return none;
+    if (PendingLocked(jobs_.at(id)).priority > priority) return true;
   }
-  std::vector<WorkerSlots> slots = registry_.FreeSlots();
-  for (int r : freeing) {
-    for (WorkerSlots& w : slots) {
-      if (w.name != job.ranks(r).worker()) continue;
-      ++w.free_slots;
-      if (job.ranks(r).gpu_slot()) ++w.free_gpu_slots;
-    }
-  }
-  const FreeSlots free(slots);
-  const int taking = std::min(wanted, free.free());
-  if (taking == 0) return none;
-  return free.Plan(job.id(), taking, /*gpu=*/false);
+  return false;
 }
 
 }  // namespace trainctl::coordinator

@@ -16,7 +16,15 @@ namespace trainctl::coordinator {
 
 std::vector<v1::WorkerInfo> JobManager::Workers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return registry_.Describe();
+  std::vector<v1::WorkerInfo> workers = registry_.Describe();
+  for (v1::WorkerInfo& w : workers) {
+    for (const auto& [job, held] : held_spares_) {
+      for (const std::string& name : held) {
+        if (name == w.name()) w.add_spare_for(job);
+      }
+    }
+  }
+  return workers;
 }
 
 absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,

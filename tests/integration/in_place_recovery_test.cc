@@ -347,20 +347,28 @@ TEST(InPlaceRecoveryTest, AKilledWorkerWithNoSpareShrinksToTheSurvivors) {
   ExpectRecoveredInPlace(*cluster, done, samples_dir.path(), 2);
 }
 
-// A fourth worker stands by: the killed worker's rank is replaced there,
-// and the job ends with the parameters of a run nobody disturbed (same
-// world size throughout, same data on each rank).
-TEST(InPlaceRecoveryTest, AKilledWorkersRankIsReplacedOnASpareWorker) {
+// A fourth worker stands by as the job's spare (fault_tolerance.spares): a
+// job submitted meanwhile does not take it, the killed worker's rank is
+// replaced there, and the job ends with the parameters of a run nobody
+// disturbed (same world size throughout, same data on each rank).
+TEST(InPlaceRecoveryTest, AKilledWorkersRankIsReplacedOnItsSpare) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
   const std::unique_ptr<LocalCluster> cluster =
       ThreeWorkers(samples_dir.path(), "", /*workers=*/4);
   const v1::Job undisturbed = WaitUntilFinal(
       *cluster, cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace)).id());
   ASSERT_EQ(undisturbed.state(), v1::JOB_STATE_SUCCEEDED) << undisturbed.reason();
-  const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
+  const v1::Job job = cluster->Submit(Spec(
+      3, checkpoints_dir.path(), "{in_place: true, min_workers: 2, max_restarts: 2, spares: 1}"));
   const v1::Job mid = WaitForCheckpointAndStep(*cluster, job.id(), 25, seconds(300));
   ASSERT_EQ(mid.state(), v1::JOB_STATE_RUNNING);
   ASSERT_LT(mid.latest_train().step(), 2 * kStepsPerEpoch - 20);
+  ASSERT_EQ(mid.spare_workers_size(), 1);
+  const std::string spare = mid.spare_workers(0);
+  const v1::Job other = cluster->Submit(Spec(1, checkpoints_dir.path(), "{max_restarts: 0}"));
+  EXPECT_EQ(cluster->GetJob(other.id()).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_THAT(cluster->Cli({"status", job.id()}).output, HasSubstr("1 of 1 held (" + spare + ")"));
+  EXPECT_THAT(cluster->Cli({"workers"}).output, HasSubstr("spare:" + job.id()));
   std::string killed;
   for (const v1::RankInfo& rank : mid.ranks()) {
     if (rank.rank() == 1) killed = rank.worker();
@@ -372,6 +380,9 @@ TEST(InPlaceRecoveryTest, AKilledWorkersRankIsReplacedOnASpareWorker) {
   for (const v1::RankInfo& rank : done.ranks()) workers.insert(rank.worker());
   EXPECT_EQ(workers.size(), 3u);
   EXPECT_EQ(workers.count(killed), 0u);
+  EXPECT_EQ(workers.count(spare), 1u);
+  // The queued job starts once the job ends; it is not needed further.
+  EXPECT_EQ(cluster->Cli({"cancel", other.id()}).exit_code, 0);
   // Every logged loss as in the undisturbed run, to float tolerance.
   const std::map<int64_t, double> mine = TrainLosses(*cluster, job.id());
   const std::map<int64_t, double> want = TrainLosses(*cluster, undisturbed.id());
