@@ -298,10 +298,10 @@ void JobManager::ScheduleLocked(Outbox* outbox) {
   std::vector<PendingJob> fifo;
   for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
   // With nobody queued, a pass still decides the running jobs' spares.
+  // (charged_until_ms_ holds the RUNNING jobs: no walk over finished ones.)
   const bool spares_wanted = std::any_of(
-      order_.begin(), order_.end(), [this](const std::string& id) {
-        const v1::Job& job = jobs_.at(id);
-        return job.state() == v1::JOB_STATE_RUNNING && SparesWantedLocked(job) > 0;
+      charged_until_ms_.begin(), charged_until_ms_.end(), [this](const auto& running) {
+        return SparesWantedLocked(jobs_.at(running.first)) > 0;
       });
   if (fifo.empty() && !spares_wanted) {
     pass_order_.clear();

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tests/unit/job_manager_fixture.h"
 
@@ -52,6 +53,24 @@ class JobManagerFaultsTest : public JobManagerTest {
     r->set_phase(phase);
     jobs_.Heartbeat(worker);
     jobs_.OnProgress(worker, beat);
+  }
+
+  // Rank r of `job`'s generation 1 reports from workers[r] that it runs,
+  // then its progress at step 12 (in its group, past its start) in
+  // phases[r] ("compute" when not given).
+  void RunRanks(const std::string& job, const std::vector<std::string>& workers,
+                const std::map<int, std::string>& phases = {}) {
+    for (int r = 0; r < static_cast<int>(workers.size()); ++r) {
+      v1::RankStatus running;
+      running.set_job_id(job);
+      running.set_generation(1);
+      running.set_rank(r);
+      running.set_running(true);
+      running.set_pid(100 + r);
+      EXPECT_TRUE(jobs_.OnRankStatus(workers[r], running).ok());
+      auto phase = phases.find(r);
+      Progress(workers[r], job, r, 12, 40, phase == phases.end() ? "compute" : phase->second);
+    }
   }
 };
 

@@ -31,16 +31,9 @@ class InPlaceTest : public JobManagerFaultsTest {
     for (int w = 1; w <= ranks; ++w) links_.push_back(AddWorker("w" + std::to_string(w), 1));
     v1::Job job = *jobs_.Submit(
         FaultSpec(ranks, batch, "fault_tolerance: " + fault_tolerance + "\n"), false);
-    for (int r = 0; r < ranks; ++r) {
-      v1::RankStatus running;
-      running.set_job_id(job.id());
-      running.set_generation(1);
-      running.set_rank(r);
-      running.set_running(true);
-      running.set_pid(100 + r);
-      EXPECT_TRUE(jobs_.OnRankStatus(Worker(r), running).ok());
-      Progress(Worker(r), job.id(), r, 12, 40, r == 1 ? phase : "compute");
-    }
+    std::vector<std::string> workers;
+    for (int r = 0; r < ranks; ++r) workers.push_back(Worker(r));
+    RunRanks(job.id(), workers, {{1, phase}});
     Checkpoint("w1", job.id(), 1, 10);
     return job;
   }

@@ -32,22 +32,14 @@ class SparesTest : public JobManagerFaultsTest {
     v1::Job job = *jobs_.Submit(
         FaultSpec(ranks, 24, "fault_tolerance: " + fault_tolerance + "\n", checkpoint),
         false);
-    Run(job, ranks, 0);
+    RunRanks(job.id(), Workers(1, ranks));
     return *jobs_.Get(job.id());
   }
-  // Ranks of `job` report they run, on workers w<first+1>.. on.
-  void Run(const v1::Job& job, int ranks, int first) {
-    for (int r = 0; r < ranks; ++r) {
-      const std::string worker = "w" + std::to_string(first + r + 1);
-      v1::RankStatus running;
-      running.set_job_id(job.id());
-      running.set_generation(1);
-      running.set_rank(r);
-      running.set_running(true);
-      running.set_pid(100 + r);
-      EXPECT_TRUE(jobs_.OnRankStatus(worker, running).ok());
-      Progress(worker, job.id(), r, 12, 40, "compute");
-    }
+  // "w<first>" .. "w<first + count - 1>".
+  static std::vector<std::string> Workers(int first, int count) {
+    std::vector<std::string> names;
+    for (int w = first; w < first + count; ++w) names.push_back("w" + std::to_string(w));
+    return names;
   }
   bool Noted(const std::string& job, const std::string& words) {
     for (const v1::JobEvent& e : Events(job)) {
@@ -112,7 +104,7 @@ TEST_F(SparesTest, AnotherJobsReplacementLeavesASpareHeldForItAlone) {
   ASSERT_EQ(b_running.state(), v1::JOB_STATE_RUNNING);
   ASSERT_EQ(b_running.ranks(0).worker(), "w4");
   ASSERT_EQ(b_running.ranks(1).worker(), "w5");
-  Run(b_running, 2, 3);
+  RunRanks(b.id(), Workers(4, 2));
   // b loses w5: the only free slot is a's spare, so b goes on with one rank.
   jobs_.WorkerDisconnected("w5", links_[4].get());
   const v1::Job b_after = *jobs_.Get(b.id());

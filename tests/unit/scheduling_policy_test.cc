@@ -7,19 +7,10 @@
 #include <vector>
 
 #include "coordinator/scheduler.h"
+#include "tests/unit/scheduling_test_jobs.h"
 
 namespace trainctl::coordinator {
 namespace {
-
-PendingJob Job(const std::string& id, int ranks, int priority = 0,
-               const std::string& user = "") {
-  PendingJob job;
-  job.id = id;
-  job.ranks = ranks;
-  job.priority = priority;
-  job.user = user;
-  return job;
-}
 
 RunningJob Running(const std::string& id, int slots, int priority = 0,
                    const std::string& user = "", int64_t eta = -1) {

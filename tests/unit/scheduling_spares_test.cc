@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "coordinator/scheduler.h"
+#include "tests/unit/scheduling_test_jobs.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -23,16 +24,6 @@ RunningJob Holder(const std::string& id, int slots, int spares, Ids rank_workers
   job.priority = priority;
   job.user = user;
   job.started_unix_ms = 1;
-  return job;
-}
-
-PendingJob Job(const std::string& id, int ranks, int priority = 0,
-               const std::string& user = "") {
-  PendingJob job;
-  job.id = id;
-  job.ranks = ranks;
-  job.priority = priority;
-  job.user = user;
   return job;
 }
 
