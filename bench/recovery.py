@@ -16,7 +16,8 @@ alternate, --runs times each:
             reloads the checkpoint and re-trains the steps after it, on the
             spare when there is one);
   in-place: the same with in_place: true (the survivors go on: with
-            --spare, with a replacement rank on the spare worker that gets
+            --spare, held as its spare (fault_tolerance.spares: 1), with a
+            replacement rank on the spare worker that gets
             their state over the collective; without, on two ranks).
 The killed worker is started again between runs. With --model gpt100m the
 job is the built-in gpt at 98 M parameters (12 layers, d_model 768, AdamW:
@@ -91,6 +92,8 @@ def job_spec(args, in_place, checkpoint_dir):
     ft = {"min_workers": 2, "max_restarts": 2}
     if in_place:
         ft["in_place"] = True
+        if args.spare:
+            ft["spares"] = 1  # the fourth worker is held for it
     if args.model == "gpt100m":
         return {
             "name": "recovery-gpt-" + ("in-place" if in_place else "restart"),
