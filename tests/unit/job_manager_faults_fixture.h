@@ -24,6 +24,12 @@ inline std::string FaultSpec(int ranks, int batch, const std::string& extra,
          "checkpoint: " + checkpoint + "\n" + extra;
 }
 
+// A 2-rank job of the policy class `high` (for tests of what waits for
+// slots behind or ahead of running jobs).
+inline constexpr char kHighPriorityJob[] =
+    "name: h\nranks: 2\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
+    "training: {batch_size: 8}\npriority: high\n";
+
 class JobManagerFaultsTest : public JobManagerTest {
  protected:
   void Checkpoint(const std::string& worker, const std::string& job, int gen,

@@ -245,18 +245,8 @@ TEST_F(InPlaceTest, AHigherPriorityJobWaitingKeepsTheFreeSlots) {
   const v1::Job job = *jobs_.Submit(
       FaultSpec(3, 24, "fault_tolerance: {in_place: true, min_workers: 2}\n", "{}"), false);
   ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
-  for (int r = 0; r < 3; ++r) {
-    v1::RankStatus running;
-    running.set_job_id(job.id());
-    running.set_generation(1);
-    running.set_rank(r);
-    running.set_running(true);
-    ASSERT_TRUE(jobs_.OnRankStatus(Worker(r), running).ok());
-    Progress(Worker(r), job.id(), r, 12, 40, "compute");
-  }
-  const v1::Job high = *jobs_.Submit(
-      "name: h\nranks: 2\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
-      "training: {batch_size: 8}\npriority: high\n", false);
+  RunRanks(job.id(), {Worker(0), Worker(1), Worker(2)});
+  const v1::Job high = *jobs_.Submit(kHighPriorityJob, false);
   ASSERT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_QUEUED);
   jobs_.WorkerDisconnected("w2", links_[1].get());
   const v1::Job after = *jobs_.Get(job.id());

@@ -82,9 +82,7 @@ TEST_F(SparesTest, ItsOwnSpareReplacesARankWhileAHigherPriorityJobWaits) {
   // No checkpoints: never preempted, so the high job waits.
   const v1::Job job = StartTraining(4, 3, "{in_place: true, min_workers: 2, spares: 1}", "{}");
   ASSERT_EQ(Spares(job), std::vector<std::string>{"w4"});
-  const v1::Job high = *jobs_.Submit(
-      "name: h\nranks: 2\nmodel: mlp\ndata: {train_images: a, train_labels: b}\n"
-      "training: {batch_size: 8}\npriority: high\n", false);
+  const v1::Job high = *jobs_.Submit(kHighPriorityJob, false);
   ASSERT_EQ(jobs_.Get(high.id())->state(), v1::JOB_STATE_QUEUED);
   jobs_.WorkerDisconnected("w2", links_[1].get());
   const v1::Job after = *jobs_.Get(job.id());
