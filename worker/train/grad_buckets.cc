@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "worker/train/collective_wait.h"
+
 namespace trainctl::train {
 namespace {
 
@@ -69,11 +71,12 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params,
 GradientBuckets::~GradientBuckets() {
   *alive_ = false;
   // After a failed collective (an in-place recovery lets go of the group)
-  // the rest fail too; what they throw ends nothing here.
+  // the rest fail too; what they throw ends nothing here. In an abandoned
+  // group they may never end: not waited for (each work holds its tensors).
   for (auto& bucket : buckets_) {
     for (auto& work : bucket.works) {
       try {
-        work->wait();
+        WaitForCollective(*work);
       } catch (const std::exception&) {
       }
     }
@@ -177,7 +180,7 @@ torch::Tensor GradientBuckets::Finish() {
     LaunchReadyLocked(/*flush=*/true);
   }
   for (auto& bucket : buckets_) {
-    for (auto& work : bucket.works) work->wait();
+    for (auto& work : bucket.works) WaitForCollective(*work);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "worker/train/collective_wait.h"
 
 namespace trainctl::train {
 
@@ -21,7 +22,7 @@ RankCollectives::RankCollectives(std::vector<torch::Tensor> params,
 void RankCollectives::AllReduceMean(torch::Tensor& buffer) {
   if (!group_) return;
   std::vector<torch::Tensor> tensors{buffer};
-  group_->allreduce(tensors)->wait();
+  WaitForCollective(*group_->allreduce(tensors));
   buffer.div_(world_size_);
 }
 
@@ -52,7 +53,7 @@ std::vector<std::vector<double>> RankCollectives::GatherScalars(
     outputs[0].push_back(torch::empty_like(input));
   }
   std::vector<torch::Tensor> inputs{input};
-  group_->allgather(outputs, inputs)->wait();
+  WaitForCollective(*group_->allgather(outputs, inputs));
   std::vector<std::vector<double>> rows;
   for (const torch::Tensor& t : outputs[0]) {
     torch::Tensor cpu = t.cpu().contiguous();
@@ -90,7 +91,7 @@ void BroadcastFromRankZero(const GroupPtr& group,
   torch::NoGradGuard no_grad;
   for (auto t : tensors) {
     std::vector<torch::Tensor> one{t};
-    group->broadcast(one)->wait();
+    WaitForCollective(*group->broadcast(one));
   }
 }
 
@@ -104,7 +105,7 @@ absl::StatusOr<std::string> BroadcastBytes(
       {1}, rank == root && mine.ok() ? int64_t(mine->size()) : int64_t{-1},
       torch::dtype(torch::kInt64).device(device));
   std::vector<torch::Tensor> one{size};
-  group->broadcast(one, from_root)->wait();
+  WaitForCollective(*group->broadcast(one, from_root));
   const int64_t n = size.item<int64_t>();
   if (n < 0) {
     if (rank == root) return mine.status();
@@ -129,7 +130,7 @@ absl::StatusOr<std::string> BroadcastBytes(
       std::vector<torch::Tensor> chunk{words.narrow(0, start, std::min(kChunkWords, count - start))};
       works.push_back(group->allreduce(chunk));
     }
-    for (auto& work : works) work->wait();
+    for (auto& work : works) WaitForCollective(*work);
     if (rank == root) return mine;
     words = words.cpu();
     return std::string(static_cast<const char*>(words.data_ptr()), size_t(n));
@@ -137,7 +138,7 @@ absl::StatusOr<std::string> BroadcastBytes(
   torch::Tensor data = torch::empty({n}, torch::kUInt8);
   if (rank == root) std::memcpy(data.data_ptr(), mine->data(), size_t(n));
   std::vector<torch::Tensor> payload{data.to(device)};
-  group->broadcast(payload, from_root)->wait();
+  WaitForCollective(*group->broadcast(payload, from_root));
   if (rank == root) return mine;
   data = payload[0].cpu();
   return std::string(static_cast<const char*>(data.data_ptr()), size_t(n));

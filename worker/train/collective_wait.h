@@ -1,0 +1,38 @@
+#pragma once
+
+// How a rank waits for its collectives.
+//
+// A plain wait, unless the rank installs an abandon check (rank_main.cc
+// does for an in-place job on the CPU): the coordinator may find a peer
+// lost that the collective cannot see, a node cut off without a TCP reset,
+// whose peers would otherwise wait for the collective timeout, and tell
+// the rank's agent to make it give the group up. Then each wait goes in
+// short slices and throws GroupAbandoned as soon as the check says so.
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "worker/train/torch_compat.h"
+
+namespace trainctl::train {
+
+class GroupAbandoned : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Why the rank's current group is to be given up, or "" while it is not.
+// Set once, before the first collective; read by whichever thread waits.
+void SetAbandonCheck(std::function<std::string()> check);
+
+// Waits for `work` as Work::wait() does (rethrowing its error), or throws
+// GroupAbandoned once the abandon check says so while it is not done.
+void WaitForCollective(c10d::Work& work);
+
+// An abandoned group still has a collective in flight on its own threads:
+// destroying it would wait for that to time out. Kept alive, unused, until
+// the process ends.
+void KeepAbandonedGroup(GroupPtr group);
+
+}  // namespace trainctl::train
