@@ -61,6 +61,9 @@ class FakeRankHandle final : public RankHandle {
   void RequestRegroup(int generation) override {
     if (!rank_->exited()) rank_->RequestRegroup(generation);
   }
+  void AbandonGroup(int generation) override {
+    if (!rank_->exited()) rank_->AbandonGroup(generation);
+  }
   bool exited() const override { return rank_->exited(); }
   pid_t pid() const override { return rank_->pid(); }
 
@@ -285,6 +288,16 @@ void FakeRank::RequestRegroup(int generation) {
   std::lock_guard<std::mutex> lock(mu_);
   ++regroup_requests_;
   regroup_generation_ = generation;
+}
+
+void FakeRank::AbandonGroup(int generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abandoned_generation_ = generation;
+}
+
+int FakeRank::abandoned_generation() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abandoned_generation_;
 }
 
 int FakeRank::regroup_generation() {

@@ -108,6 +108,8 @@ class FakeRank {
   // which generation last.
   int regroup_requests();
   int regroup_generation();
+  // The generation it was last told to give up (0: none).
+  int abandoned_generation();
 
   // The agent's side (FakeRankHandle).
   absl::Status Activate(const std::string& stdin_bytes,
@@ -116,6 +118,7 @@ class FakeRank {
   void CheckpointAndStop(int64_t grace_ms);
   bool Rebind(RankHandle::Callbacks callbacks);
   void RequestRegroup(int generation);
+  void AbandonGroup(int generation);
 
  private:
   RankCommand command_;
@@ -126,6 +129,7 @@ class FakeRank {
   int64_t stop_grace_ms_ = -1;       // GUARDED_BY(mu_)
   int regroup_requests_ = 0;         // GUARDED_BY(mu_)
   int regroup_generation_ = 0;       // GUARDED_BY(mu_)
+  int abandoned_generation_ = 0;     // GUARDED_BY(mu_)
   bool exited_ = false;              // GUARDED_BY(mu_)
   bool exit_delivered_ = false;      // GUARDED_BY(mu_)
 };

@@ -91,8 +91,9 @@ TEST_F(AgentRegroupTest, ARegroupFilesTheSurvivingRanksUnderTheirNewIdentity) {
 
 // A planned regroup (an elastic job grows in place): the live ranks are
 // renamed and asked to leave their group at their next step boundary; a
-// regroup after a loss asks nothing of them (their group already failed).
-TEST_F(AgentRegroupTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) {
+// regroup after a loss tells them to give up the old group at once (a
+// peer cut off without a TCP reset would never fail their collectives).
+TEST_F(AgentRegroupTest, APlannedRegroupWaitsForTheStepBoundaryARecoveryDoesNot) {
   ASSERT_NO_FATAL_FAILURE(StartTwoRanks(0, 1, 2));
   const std::shared_ptr<FakeSession>& session = session_;
   const std::shared_ptr<FakeRank> zero = started_[0], one = started_[1];
@@ -106,6 +107,7 @@ TEST_F(AgentRegroupTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) 
   EXPECT_EQ(zero->regroup_requests(), 1);
   EXPECT_EQ(one->regroup_requests(), 1);
   EXPECT_EQ(one->regroup_generation(), 2);
+  EXPECT_EQ(one->abandoned_generation(), 0);
   zero->Metric(40, 0.25);  // the step it was in: reported as generation 2
   std::optional<v1::AgentMessage> metric = session->NextNotHeartbeat();
   ASSERT_TRUE(metric && metric->has_metrics());
@@ -122,6 +124,8 @@ TEST_F(AgentRegroupTest, APlannedRegroupAsksTheRanksToLeaveAtTheirStepBoundary) 
   }
   EXPECT_EQ(metric->metrics().generation(), 3);
   EXPECT_EQ(zero->regroup_requests(), 1);
+  EXPECT_EQ(zero->abandoned_generation(), 2);
+  EXPECT_EQ(one->abandoned_generation(), 2);
 }
 
 }  // namespace

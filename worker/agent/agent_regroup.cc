@@ -54,7 +54,13 @@ void Agent::Regroup(const v1::RegroupRanks& regroup) {
         died_first.push_back(to);
         exits_heard_.erase(from);  // reaped under `to` once that exit is heard
       }
-      if (regroup.at_step_boundary()) handle->RequestRegroup(regroup.generation());
+      if (regroup.at_step_boundary()) {
+        handle->RequestRegroup(regroup.generation());
+      } else {
+        // Its collectives may never fail on their own: the lost peer may be
+        // cut off rather than dead.
+        handle->AbandonGroup(regroup.from_generation());
+      }
       ranks_[to] = std::move(handle);
       progress_.erase(from);
       if (auto gpu = rank_gpus_.find(from); gpu != rank_gpus_.end()) {

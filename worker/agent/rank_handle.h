@@ -74,6 +74,12 @@ class RankHandle {
   // join `generation` in place (SIGUSR2 queued with the generation, to the
   // rank process alone). Returns at once; nothing when it has exited.
   virtual void RequestRegroup(int generation) = 0;
+  // The coordinator recovered `generation` in place without waiting for
+  // this rank's collectives to fail: make it give up that group now
+  // (SIGUSR2 queued with minus the generation). Its peer may be cut off
+  // without a TCP reset, which a collective notices only at its timeout.
+  // Returns at once; nothing when it has exited.
+  virtual void AbandonGroup(int generation) = 0;
   virtual bool exited() const = 0;
   virtual pid_t pid() const = 0;
 };

@@ -337,12 +337,16 @@ void RankProcess::CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) {
   killer_ = std::thread([this] { Escalate(); });
 }
 
-void RankProcess::RequestRegroup(int generation) {
+void RankProcess::RequestRegroup(int generation) { QueueRegroupSignal(generation); }
+
+void RankProcess::AbandonGroup(int generation) { QueueRegroupSignal(-generation); }
+
+void RankProcess::QueueRegroupSignal(int value) {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (exited_.load() || reaped_) return;  // the pid may be another's by now
-  sigval value{};
-  value.sival_int = generation;
-  sigqueue(pid_, SIGUSR2, value);
+  sigval queued{};
+  queued.sival_int = value;
+  sigqueue(pid_, SIGUSR2, queued);
 }
 
 void RankProcess::Escalate() {

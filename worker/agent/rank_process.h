@@ -61,6 +61,7 @@ class RankProcess final : public RankHandle {
   // grace_ms if it has not exited. Safe with Terminate, from any thread.
   void CheckpointAndStop(int64_t grace_ms, int64_t kill_grace_ms) override;
   void RequestRegroup(int generation) override;
+  void AbandonGroup(int generation) override;
   bool exited() const override { return exited_.load(); }
   pid_t pid() const override { return pid_; }
 
@@ -68,6 +69,9 @@ class RankProcess final : public RankHandle {
   RankProcess(pid_t pid, Callbacks callbacks)
       : pid_(pid), cb_(std::move(callbacks)) {}
   Callbacks callbacks();
+  // SIGUSR2 to the rank process, queued with `value`: a generation to join
+  // at a step boundary, or minus one to give up now.
+  void QueueRegroupSignal(int value);
   void ReadLines(int fd, const std::string& stream);
   void ReadFrames(int fd);
   void WaitForExit();

@@ -26,6 +26,7 @@
 #include "common/rank_exit.h"
 #include "trainctl/v1/rank.pb.h"
 #include "worker/train/collective_group.h"
+#include "worker/train/collective_wait.h"
 #include "worker/train/device.h"
 #include "worker/support/heap_reuse.h"
 #include "worker/support/shipped_file_fetch.h"
@@ -44,6 +45,13 @@ std::atomic<bool> stop_requested{false};
 // the group at the end of the step. The highest asked for; a request the
 // rank has already answered (its generation is as high) is spent.
 std::atomic<int> regroup_requested_generation{0};
+// SIGUSR2 queued with minus a generation (RankHandle::AbandonGroup): the
+// coordinator recovered that generation in place without this rank's
+// help, so a peer is gone that its collectives may never notice (cut off,
+// no TCP reset). The highest; it applies while the rank is in it.
+std::atomic<int> abandoned_generation{0};
+// The generation whose group the rank is in (or forming).
+std::atomic<int> current_generation{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 static_assert(std::atomic<bool>::is_always_lock_free);
 
@@ -308,7 +316,20 @@ int RunRank(const v1::RankLaunch& launch) {
   if (spec.fault_tolerance().in_place() && !ctx.device.is_cuda()) {
     // Only here: reading the vote costs a wait for the device each step.
     ctx.regroup_requested_generation = [] { return regroup_requested_generation.load(); };
+    current_generation.store(args.generation);
+    SetAbandonCheck([]() -> std::string {
+      const int generation = current_generation.load();
+      if (abandoned_generation.load() < generation) return "";
+      return absl::StrCat("the coordinator recovered generation ", generation,
+                          " in place without this rank's group (a lost peer it cannot "
+                          "reach)");
+    });
     ctx.regroup = [&]() -> absl::StatusOr<RankContext::NextGeneration> {
+      if (abandoned_generation.load() >= args.generation && ctx.group) {
+        // Its threads may still wait on the lost peer: closing it would
+        // wait for them.
+        KeepAbandonedGroup(std::move(ctx.group));
+      }
       // The last hold on the failed group: its sockets close, so peers
       // still blocked in it fail too instead of waiting for the timeout.
       ctx.group.reset();
@@ -318,6 +339,7 @@ int RunRank(const v1::RankLaunch& launch) {
                        args.rank, rendezvous_key, wait);
       if (!place.ok()) return place.status();
       args.generation = place->generation();
+      current_generation.store(args.generation);
       args.rank = place->rank();
       args.world_size = place->world_size();
       rendezvous_key = place->rendezvous_key();
@@ -393,9 +415,11 @@ int RankMain(int argc, char** argv) {
   struct sigaction on_regroup {};
   on_regroup.sa_sigaction = [](int, siginfo_t* info, void*) {
     if (info == nullptr || info->si_code != SI_QUEUE) return;  // no generation
-    const int wanted = info->si_value.sival_int;
-    int seen = regroup_requested_generation.load();
-    while (wanted > seen && !regroup_requested_generation.compare_exchange_weak(seen, wanted)) {
+    const int value = info->si_value.sival_int;
+    std::atomic<int>& highest = value < 0 ? abandoned_generation : regroup_requested_generation;
+    const int wanted = value < 0 ? -value : value;
+    int seen = highest.load();
+    while (wanted > seen && !highest.compare_exchange_weak(seen, wanted)) {
     }
   };
   sigemptyset(&on_regroup.sa_mask);
