@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/free_slots.h"
+#include "coordinator/quota_ledger.h"
 
 namespace trainctl::coordinator {
 
@@ -34,31 +35,15 @@ std::string Needs(const PendingJob& job, const char* what) {
                             ")");
 }
 
-// Slots (and GPU slots) in use by a user or a group.
-struct InUse {
-  int slots = 0;
-  int gpus = 0;
-};
-
-// The quotas that apply to one job, and where they stand.
-struct QuotaCheck {
-  std::string never;     // set: the job can never start under its quota
-  std::string over;      // set: it must wait until the owner's jobs end
-  bool borrowing = false;  // beyond a quota that lets it borrow idle slots
-};
-
 class Pass {
  public:
-  explicit Pass(const SchedulingInput& in) : in_(in), free_(in.workers) {
+  explicit Pass(const SchedulingInput& in) : in_(in), free_(in.workers), quotas_(in) {
     for (const RunningJob& r : in.running) {
-      Charge(r.user, r.slots, r.gpu_slots);
       if (r.stopping) {
         coming_ += r.slots;
         coming_gpu_ += r.gpu_slots;
-        own_stopping_[r.id] = {r.slots, r.gpu_slots};
       }
     }
-    FindBorrowers();
     for (const RunningJob& r : in.running) {
       if (r.spares > 0 && !r.stopping) spare_holders_.push_back(&r);
     }
@@ -115,116 +100,8 @@ class Pass {
     return order;
   }
 
-  const Quota* UserQuota(const std::string& user) const {
-    auto it = in_.user_quotas.find(user);
-    if (it == in_.user_quotas.end()) it = in_.user_quotas.find("*");
-    return it == in_.user_quotas.end() ? nullptr : &it->second;
-  }
-
-  const Quota* GroupQuota(const std::string& user) const {
-    const std::string* group = GroupOf(user);
-    if (group == nullptr) return nullptr;
-    auto it = in_.group_quotas.find(*group);
-    return it == in_.group_quotas.end() ? nullptr : &it->second;
-  }
-
-  // The running jobs that take their user or group past a quota: of each
-  // owner's jobs, in the order they started, those from the first one past
-  // it on (a quota lowered by the operator makes borrowers too).
-  void FindBorrowers() {
-    std::vector<const RunningJob*> by_start;
-    for (const RunningJob& r : in_.running) {
-      if (r.borrowing) borrowers_.insert(r.id);
-      if (!r.stopping) by_start.push_back(&r);
-    }
-    std::sort(by_start.begin(), by_start.end(),
-              [](const RunningJob* a, const RunningJob* b) {
-                if (a->started_unix_ms != b->started_unix_ms) {
-                  return a->started_unix_ms < b->started_unix_ms;
-                }
-                return a->id < b->id;
-              });
-    std::map<std::string, InUse> user_use, group_use;
-    const auto past = [](const Quota* q, InUse& use, const RunningJob& r) {
-      if (q == nullptr) return false;
-      use.slots += r.slots;
-      use.gpus += r.gpu_slots;
-      return (q->slots >= 0 && use.slots > q->slots) ||
-             (q->gpus >= 0 && use.gpus > q->gpus);
-    };
-    for (const RunningJob* r : by_start) {
-      const bool user_past = past(UserQuota(r->user), user_use[r->user], *r);
-      const std::string* group = GroupOf(r->user);
-      const bool group_past =
-          group != nullptr && past(GroupQuota(r->user), group_use[*group], *r);
-      if (user_past || group_past) borrowers_.insert(r->id);
-    }
-  }
-
-  const std::string* GroupOf(const std::string& user) const {
-    auto it = in_.group_of_user.find(user);
-    return it == in_.group_of_user.end() ? nullptr : &it->second;
-  }
-
-  void Charge(const std::string& user, int slots, int gpus) {
-    InUse& u = user_use_[user];
-    u.slots += slots;
-    u.gpus += gpus;
-    if (const std::string* group = GroupOf(user)) {
-      InUse& g = group_use_[*group];
-      g.slots += slots;
-      g.gpus += gpus;
-    }
-  }
-
-  // One quota against `need` more slots (gpus: they are GPU slots).
-  static void CheckOne(const Quota& q, const InUse& use, int need, bool gpus,
-                       const std::string& whose, QuotaCheck* check) {
-    const auto one = [&](int limit, int used, const char* what) {
-      if (limit < 0 || used + need <= limit) return;
-      if (need > limit && !q.borrow) {
-        check->never = absl::StrCat("can never start: it needs ", need, " ",
-                                    what, " and ", whose, " quota is ", limit);
-      } else if (!q.borrow) {
-        if (check->over.empty()) {
-          check->over = absl::StrCat("over quota: ", whose, " jobs use ", used,
-                                     " of ", limit, " ", what,
-                                     " and it needs ", need);
-        }
-      } else {
-        check->borrowing = true;
-      }
-    };
-    one(q.slots, use.slots, "slots");
-    if (gpus) one(q.gpus, use.gpus, "GPU slots");
-  }
-
   QuotaCheck CheckQuotas(const PendingJob& job) const {
-    QuotaCheck check;
-    const bool gpus = job.device == "cuda";
-    // A restarting or preempted job's own stopping ranks are the slots it
-    // resumes on, not more of its owner's use.
-    InUse own;
-    if (auto it = own_stopping_.find(job.id); it != own_stopping_.end()) {
-      own = it->second;
-    }
-    auto use_of = [&own](const std::map<std::string, InUse>& m,
-                         const std::string& key) {
-      auto it = m.find(key);
-      InUse use = it == m.end() ? InUse() : it->second;
-      use.slots -= own.slots;
-      use.gpus -= own.gpus;
-      return use;
-    };
-    if (const Quota* q = UserQuota(job.user)) {
-      CheckOne(*q, use_of(user_use_, job.user), Fewest(job), gpus,
-               absl::StrCat("user ", job.user, "'s"), &check);
-    }
-    if (const Quota* q = GroupQuota(job.user)) {
-      CheckOne(*q, use_of(group_use_, *GroupOf(job.user)), Fewest(job), gpus,
-               absl::StrCat("group ", *GroupOf(job.user), "'s"), &check);
-    }
-    return check;
+    return quotas_.Check(job.id, job.user, Fewest(job), job.device == "cuda");
   }
 
   void Wait(const PendingJob& job, WaitKind kind, std::string why) {
@@ -305,17 +182,12 @@ class Pass {
 
   void HoldSparesOf(const std::string& id, const std::string& user, int spares,
                     const std::vector<std::string>& rank_workers) {
-    int room = std::min(spares, free_.free());
-    const auto limit = [&room](const Quota* q, const InUse& use) {
-      if (q != nullptr && q->slots >= 0) room = std::min(room, q->slots - use.slots);
-    };
-    limit(UserQuota(user), user_use_[user]);
-    if (const std::string* group = GroupOf(user)) limit(GroupQuota(user), group_use_[*group]);
+    const int room = quotas_.RoomWithin(user, std::min(spares, free_.free()));
     if (room <= 0) return;
     const Placement held = free_.PlanSpares(
         id, room, std::set<std::string>(rank_workers.begin(), rank_workers.end()));
     free_.Take(held);
-    Charge(user, static_cast<int>(held.rank_workers.size()),
+    quotas_.Charge(user, static_cast<int>(held.rank_workers.size()),
            static_cast<int>(std::count(held.on_gpu_slot.begin(), held.on_gpu_slot.end(), true)));
     result_.spares[id] = held.rank_workers;
   }
@@ -342,7 +214,7 @@ class Pass {
       placement.borrowing = borrowing;
       placement.backfilled = reserved_;
       free_.Take(placement);
-      Charge(job.user, world,
+      quotas_.Charge(job.user, world,
              static_cast<int>(std::count(placement.on_gpu_slot.begin(),
                                          placement.on_gpu_slot.end(), true)));
       // Its spares now: it comes after the running holders of its
@@ -378,7 +250,7 @@ class Pass {
     free_.Take(held);
   }
 
-  bool Borrows(const RunningJob& r) const { return borrowers_.count(r.id) != 0; }
+  bool Borrows(const RunningJob& r) const { return quotas_.Borrows(r.id); }
 
   // How many slots of the kind the job needs stopping `victim` frees.
   static int Frees(const RunningJob& victim, bool gpu) {
@@ -509,13 +381,10 @@ class Pass {
 
   const SchedulingInput& in_;
   FreeSlots free_;
+  QuotaLedger quotas_;
   ScheduleResult result_;
-  std::map<std::string, InUse> user_use_;
-  std::map<std::string, InUse> group_use_;
   int coming_ = 0, coming_gpu_ = 0;  // slots of stopping jobs not yet claimed
   std::set<std::string> victims_;
-  std::set<std::string> borrowers_;  // running jobs beyond a quota
-  std::map<std::string, InUse> own_stopping_;  // stopping slots by job
   bool reserved_ = false;
   bool reserved_gpu_ = false;
   std::string reserved_for_;
