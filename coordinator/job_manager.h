@@ -232,7 +232,10 @@ class JobManager {
   // Fair share: charges the slot time of running jobs up to now.
   void ChargeUsageLocked(int64_t now);
   void ChargeJobLocked(const v1::Job& job, int64_t now);
-  // At Recover: the usage of every job's past generations.
+  // The slots a running job is charged for: its ranks and its spares.
+  int SlotsHeldLocked(const v1::Job& job) const;
+  // At Recover: the usage of every job's past generations (ranks only:
+  // past spares are not stored).
   void RebuildUsageLocked();
   // Keeps the pass's order, estimates and reasons; a job's log records a
   // decision when the kind of what it waits for changes.

@@ -91,17 +91,23 @@ SchedulingInput JobManager::InputLocked(std::vector<PendingJob> pending) {
   return input;
 }
 
+int JobManager::SlotsHeldLocked(const v1::Job& job) const {
+  // Its spares are slots nobody else may use: they cost fair share too
+  // (those the last pass held, which is what it held since the last charge).
+  return job.world_size() + job.spare_workers_size();
+}
+
 void JobManager::ChargeJobLocked(const v1::Job& job, int64_t now) {
   auto it = charged_until_ms_.find(job.id());
   if (it == charged_until_ms_.end()) return;
-  usage_.Charge(job.owner(), job.world_size(), it->second, now, now);
+  usage_.Charge(job.owner(), SlotsHeldLocked(job), it->second, now, now);
   it->second = std::max(it->second, now);
 }
 
 void JobManager::ChargeUsageLocked(int64_t now) {
   for (const auto& [id, since] : charged_until_ms_) {
     const v1::Job& job = jobs_.at(id);
-    usage_.Charge(job.owner(), job.world_size(), since, now, now);
+    usage_.Charge(job.owner(), SlotsHeldLocked(job), since, now, now);
   }
   for (auto& [id, since] : charged_until_ms_) since = std::max(since, now);
 }

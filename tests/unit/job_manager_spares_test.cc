@@ -112,6 +112,25 @@ TEST_F(SparesTest, AnotherJobsReplacementLeavesASpareHeldForItAlone) {
   EXPECT_EQ(Spares(*jobs_.Get(a.id())), std::vector<std::string>{"w3"});
 }
 
+TEST_F(SparesTest, SparesCostTheirOwnerFairShare) {
+  for (int w = 1; w <= 5; ++w) links_.push_back(AddWorker("w" + std::to_string(w), 1));
+  const v1::Job job = *jobs_.Submit(
+      FaultSpec(3, 24, "fault_tolerance: {in_place: true, spares: 2}\n"), false, "", "alice");
+  RunRanks(job.id(), Workers(1, 3));
+  ASSERT_EQ(Spares(*jobs_.Get(job.id())).size(), 2u);
+  clock_.AdvanceMs(3'600'000);
+  for (int r = 0; r < 3; ++r) Exit("w" + std::to_string(r + 1), job.id(), r, 0);
+  ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
+  double usage = -1;
+  const v1::GetQueueResponse queue = jobs_.Queue();
+  for (const v1::UserStanding& u : queue.users()) {
+    if (u.user() == "alice") usage = u.usage_slot_hours();
+  }
+  // Five slots (3 ranks, 2 spares) for an hour, decayed as in
+  // job_manager_queue_test.
+  EXPECT_NEAR(usage, 5 * 0.986, 0.01);
+}
+
 TEST_F(SparesTest, SparesNeedInPlaceRecovery) {
   absl::StatusOr<v1::Job> refused =
       jobs_.Submit(FaultSpec(2, 24, "fault_tolerance: {spares: 1}\n"), false);
