@@ -306,9 +306,12 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
     ASSIGN_OR_RETURN(Batch batch, batches_->Next());
     window_.data += Seconds(mark);
     if (sample_log_.is_open()) {
+      // Written out before the backward can send this batch's gradients:
+      // a rank killed once its peers have them would otherwise lose the
+      // record of samples that were trained.
       sample_log_ << step;
       for (int64_t id : batch.indices) sample_log_ << ' ' << id;
-      sample_log_ << '\n';
+      sample_log_ << std::endl;
     }
     mark = Clock::now();
     {
@@ -349,7 +352,6 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
     }
     window_.compute += Seconds(mark);
   }
-  if (sample_log_.is_open()) sample_log_.flush();
   return absl::OkStatus();
 }
 
