@@ -46,6 +46,9 @@ void BatchPrefetcher::Produce() {
         if (device_.is_cuda()) {
           batch.inputs = batch.inputs.pin_memory().to(device_, true);
           batch.targets = batch.targets.pin_memory().to(device_, true);
+          for (auto& named : batch.more_inputs) {
+            named.second = named.second.pin_memory().to(device_, true);
+          }
         }
         std::unique_lock<std::mutex> lock(mu_);
         changed_.wait(lock, [&] { return stop_ || ready_.size() < depth_; });

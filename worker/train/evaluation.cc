@@ -82,8 +82,9 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
     std::iota(indices.begin(), indices.end(), begin);
     Batch batch = data.Gather(indices);
     torch::Tensor x = batch.inputs.to(device);
+    for (auto& named : batch.more_inputs) named.second = named.second.to(device);
     torch::Tensor y = batch.targets.to(device);
-    torch::Tensor out = model.Forward(x).to(torch::kFloat32);
+    torch::Tensor out = model.Forward(x, batch.more_inputs).to(torch::kFloat32);
     if (task == "language_model") {
       loss_sum_d.add_(F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape(-1),
                                        F::CrossEntropyFuncOptions().reduction(torch::kSum))

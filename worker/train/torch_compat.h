@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -155,10 +156,15 @@ inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q,
                                                const torch::Tensor& k,
                                                const torch::Tensor& v,
                                                bool causal, double dropout,
-                                               bool training) {
+                                               bool training,
+                                               const torch::Tensor& keep = {}) {
+  // keep: bool, broadcast to [B, H, T, T], true where a query may attend
+  // to a key (a padding mask); undefined for all.
   const double p = training ? dropout : 0.0;
 #if TRAINCTL_TORCH_2
-  return at::scaled_dot_product_attention(q, k, v, {}, p, causal);
+  return at::scaled_dot_product_attention(
+      q, k, v, keep.defined() ? std::optional<at::Tensor>(keep) : std::nullopt, p,
+      causal);
 #else
   torch::Tensor scores =
       torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(-1)));
@@ -166,6 +172,9 @@ inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q,
     const int64_t t = q.size(-2);
     auto mask = torch::ones({t, t}, torch::dtype(torch::kBool).device(q.device())).triu(1);
     scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  }
+  if (keep.defined()) {
+    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<float>::infinity());
   }
   return torch::matmul(torch::dropout(torch::softmax(scores, -1), p, training), v);
 #endif

@@ -318,7 +318,7 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
       AutocastScope autocast(t_.precision(), ctx_.device);
       torch::Tensor loss;
       if (model_->HasCustomLoss()) {
-        loss = model_->CustomLoss(batch.inputs, batch.targets);
+        loss = model_->CustomLoss(batch.inputs, batch.more_inputs, batch.targets);
         if (loss.numel() != 1) {
           return absl::InvalidArgumentError(absl::StrCat(
               "model.path: ", spec_.model().path(), ": loss() returned a tensor of ",
@@ -326,7 +326,9 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
         }
         loss = loss.to(torch::kFloat32).reshape({}) / accum_;
       } else {
-        loss = TaskLoss(spec_.task(), model_->Forward(batch.inputs), batch.targets) / accum_;
+        loss = TaskLoss(spec_.task(), model_->Forward(batch.inputs, batch.more_inputs),
+                        batch.targets) /
+               accum_;
       }
       local_loss.add_(loss.detach().to(torch::kFloat32).reshape({1}));
       // Only the last micro-batch's backward launches the all-reduce.

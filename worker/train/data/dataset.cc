@@ -90,6 +90,12 @@ absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
 absl::Status CheckShardAgrees(const DataInfo& first, const DataInfo& shard,
                               const std::string& field,
                               const std::string& path) {
+  if (shard.input_names != first.input_names) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": shard ", path, " names its inputs differently from the "
+        "first shard (", shard.input_names.size(), " against ",
+        first.input_names.size(), " named inputs, or other names)"));
+  }
   if (shard.input_shape != first.input_shape ||
       shard.integer_inputs != first.integer_inputs ||
       shard.target_width != first.target_width) {
@@ -191,6 +197,12 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
 // so both sets must agree on sample shape and kind.
 absl::Status MergeInfo(const DataInfo& eval, const std::string& eval_field,
                        DataInfo* info) {
+  if (eval.input_names != info->input_names) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        eval_field, ": the eval set's inputs are named differently from the "
+        "training set's (", eval.input_names.size(), " against ",
+        info->input_names.size(), " named inputs, or other names)"));
+  }
   if (eval.input_shape != info->input_shape ||
       eval.integer_inputs != info->integer_inputs) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,11 @@ namespace trainctl::train {
 
 class ImageTransforms;  // image_transforms.h
 
+// A model's inputs besides the first, by the name its forward takes each
+// under (a Hugging Face model's attention_mask, token_type_ids); row i of
+// each goes with row i of Batch::inputs.
+using NamedInputs = std::vector<std::pair<std::string, torch::Tensor>>;
+
 // One batch: inputs [n, ...] and targets. Targets are class ids (int64 [n])
 // for classification, next-token ids (int64 [n, seq_len]) for language
 // models, and float values ([n] or [n, k]) for regression.
@@ -23,6 +29,7 @@ struct Batch {
   torch::Tensor inputs;
   torch::Tensor targets;
   std::vector<int64_t> indices;  // sample ids, only when the plan records them
+  NamedInputs more_inputs;       // empty unless the data names its inputs
 };
 
 // A random-access dataset held in memory. Thread-safe for concurrent Gather.
@@ -41,6 +48,11 @@ struct DataInfo {
   int64_t num_classes = 0;           // classification: max label + 1
   int64_t vocab_size = 0;            // token data: max token id + 1
   int64_t target_width = 1;          // regression: values per sample
+  // Data whose inputs are named (tensors: x is a dict): the name of
+  // Batch::inputs, then those of Batch::more_inputs in order. Empty when
+  // the data has one unnamed input. input_shape and integer_inputs
+  // describe the first.
+  std::vector<std::string> input_names;
 };
 
 struct Datasets {
@@ -70,6 +82,9 @@ struct Datasets {
 //   tokens,  inputs and targets int64 [seq_len], targets shifted by one
 //   text     token; text is byte-level (vocab_size 256).
 //   tensors  row i of torch.save({"x": X, "y": Y}); integer X = token ids.
+//            X may be a dict of named inputs {"input_ids": I,
+//            "attention_mask": M, ...}: input_ids (else the first) is
+//            Batch::inputs, the others Batch::more_inputs.
 // With eval_fraction > 0 and no eval set, a seeded permutation (identical
 // on every rank) moves round(n * eval_fraction) training samples to eval.
 // data.transforms (image_transforms.h) are checked against the samples'

@@ -50,6 +50,11 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 constexpr int64_t kNormalizeEpoch = -2;
 
 absl::Status CheckImages(const DataInfo& info, const std::string& field) {
+  if (!info.input_names.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": apply to single image inputs; the data has ",
+        info.input_names.size(), " named inputs"));
+  }
   if (info.input_shape.size() == 3 && !info.integer_inputs) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       field, ": apply to float images [C, H, W]; the data's samples are ",

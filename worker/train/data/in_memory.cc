@@ -20,16 +20,23 @@ torch::Tensor IndexTensor(const std::vector<int64_t>& indices) {
 }  // namespace
 
 TensorDataset::TensorDataset(torch::Tensor inputs, torch::Tensor targets,
-                             double input_scale)
+                             double input_scale, NamedInputs more)
     : inputs_(inputs.contiguous()),
       targets_(targets.contiguous()),
-      input_scale_(input_scale) {}
+      input_scale_(input_scale),
+      more_(std::move(more)) {
+  for (auto& named : more_) named.second = named.second.contiguous();
+}
 
 Batch TensorDataset::Gather(const std::vector<int64_t>& indices) const {
   const torch::Tensor idx = IndexTensor(indices);
   torch::Tensor inputs = inputs_.index_select(0, idx);
   if (input_scale_ != 0) inputs = inputs.to(torch::kFloat32).mul_(input_scale_);
-  return {inputs, targets_.index_select(0, idx)};
+  Batch batch{inputs, targets_.index_select(0, idx)};
+  for (const auto& [name, values] : more_) {
+    batch.more_inputs.emplace_back(name, values.index_select(0, idx));
+  }
+  return batch;
 }
 
 ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> parts)
@@ -52,19 +59,32 @@ Batch ConcatDataset::Gather(const std::vector<int64_t>& indices) const {
     slots[s].push_back(static_cast<int64_t>(k));
   }
   std::vector<torch::Tensor> inputs, targets, order;
+  NamedInputs named;  // each shard's more_inputs, concatenated in place
+  std::vector<std::vector<torch::Tensor>> more;
   for (size_t s = 0; s < parts_.size(); ++s) {
     if (rows[s].empty()) continue;
     Batch part = parts_[s]->Gather(rows[s]);
     inputs.push_back(part.inputs);
     targets.push_back(part.targets);
     order.push_back(torch::tensor(slots[s], torch::kInt64));
+    if (more.empty()) {
+      named = part.more_inputs;
+      more.resize(named.size());
+    }
+    // Shards agree on their input names (CheckShardAgrees).
+    for (size_t k = 0; k < more.size(); ++k) more[k].push_back(part.more_inputs[k].second);
   }
   // Rows arrive grouped by shard; scatter them back to the asked order.
   const torch::Tensor where = torch::cat(order);
   const torch::Tensor back = torch::empty_like(where);
   back.index_put_({where}, torch::arange(where.numel(), torch::kInt64));
-  return {torch::cat(inputs).index_select(0, back),
-          torch::cat(targets).index_select(0, back)};
+  Batch batch{torch::cat(inputs).index_select(0, back),
+              torch::cat(targets).index_select(0, back)};
+  for (size_t k = 0; k < more.size(); ++k) {
+    batch.more_inputs.emplace_back(named[k].first,
+                                   torch::cat(more[k]).index_select(0, back));
+  }
+  return batch;
 }
 
 OrderedSubsetDataset::OrderedSubsetDataset(std::shared_ptr<const Dataset> base,

@@ -20,8 +20,10 @@ class TensorDataset : public Dataset {
   // input_scale, inputs are stored as they came (e.g. uint8 pixels, a
   // quarter of the memory and no conversion pass at load) and each
   // gathered batch is converted to float32 and multiplied by the scale.
+  // `more`: further named inputs, each with the same dim 0 (Batch's
+  // more_inputs).
   TensorDataset(torch::Tensor inputs, torch::Tensor targets,
-                double input_scale = 0);
+                double input_scale = 0, NamedInputs more = {});
   int64_t size() const override { return inputs_.size(0); }
   Batch Gather(const std::vector<int64_t>& indices) const override;
 
@@ -32,6 +34,7 @@ class TensorDataset : public Dataset {
   torch::Tensor inputs_;
   torch::Tensor targets_;
   double input_scale_;
+  NamedInputs more_;
 };
 
 // The rows of several sets (a sharded path's files), one after another:

@@ -1,24 +1,37 @@
 #include "worker/train/models/model.h"
 
-#include <sys/stat.h>
-#include <torch/script.h>
-
-#include <cerrno>
-#include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "worker/train/models/networks.h"
+#include "worker/train/models/torchscript_model.h"
 
 namespace trainctl::train {
 namespace {
+
+// The data's named input a built-in transformer_classifier reads besides
+// the token ids: 1 for a token, 0 for padding.
+constexpr const char kAttentionMask[] = "attention_mask";
+
+torch::Tensor AttentionMaskOf(const NamedInputs& more) {
+  for (const auto& [name, values] : more) {
+    if (name == kAttentionMask) return values;
+  }
+  return {};
+}
 
 // A built-in torch::nn module behind the Model interface.
 template <typename Holder>
 class NativeModel : public Model {
  public:
   explicit NativeModel(Holder module) : module_(std::move(module)) {}
-  torch::Tensor Forward(const torch::Tensor& inputs) override {
-    return module_->forward(inputs);
+  torch::Tensor Forward(const torch::Tensor& inputs,
+                        const NamedInputs& more) override {
+    if constexpr (std::is_same_v<Holder, Transformer>) {
+      return module_->forward(inputs, AttentionMaskOf(more));
+    } else {
+      return module_->forward(inputs);
+    }
   }
   std::vector<torch::Tensor> Parameters() override {
     return module_->parameters();
@@ -36,59 +49,19 @@ class NativeModel : public Model {
   Holder module_;
 };
 
-// A module saved from Python with torch.jit.save, trained in place.
-class TorchScriptModel : public Model {
- public:
-  explicit TorchScriptModel(torch::jit::Module module)
-      : module_(std::move(module)),
-        custom_loss_(module_.find_method("loss").has_value()) {}
-  torch::Tensor Forward(const torch::Tensor& inputs) override {
-    return module_.forward({inputs}).toTensor();
-  }
-  bool HasCustomLoss() const override { return custom_loss_; }
-  torch::Tensor CustomLoss(const torch::Tensor& inputs,
-                           const torch::Tensor& targets) override {
-    return module_.run_method("loss", inputs, targets).toTensor();
-  }
-  std::vector<torch::Tensor> Parameters() override {
-    std::vector<torch::Tensor> out;
-    for (const auto& p : module_.parameters()) {
-      if (p.requires_grad()) out.push_back(p);
-    }
-    return out;
-  }
-  std::vector<std::pair<std::string, torch::Tensor>> NamedState() override {
-    std::vector<std::pair<std::string, torch::Tensor>> out;
-    for (const auto& p : module_.named_parameters()) out.emplace_back(p.name, p.value);
-    for (const auto& b : module_.named_buffers()) out.emplace_back(b.name, b.value);
-    return out;
-  }
-  void SetTraining(bool training) override { module_.train(training); }
-  void To(const torch::Device& device) override { module_.to(device); }
-
- private:
-  torch::jit::Module module_;
-  const bool custom_loss_;
-};
-
-// OK when the module has no `loss` method or one that takes (inputs,
-// targets) and returns a tensor; else INVALID_ARGUMENT naming model.path.
-absl::Status CheckCustomLoss(torch::jit::Module& module, const std::string& path) {
-  const auto method = module.find_method("loss");
-  if (!method.has_value()) return absl::OkStatus();
-  const c10::FunctionSchema& schema = method->function().getSchema();
-  const bool takes_two = schema.arguments().size() == 3;  // self, inputs, targets
-  const bool returns_tensor =
-      schema.returns().size() == 1 &&
-      schema.returns()[0].type()->kind() == c10::TypeKind::TensorType;
-  if (takes_two && returns_tensor) return absl::OkStatus();
+// OK when a built-in model of `type` reads every input the data names.
+absl::Status CheckBuiltInInputs(const std::string& type, const DataInfo& data) {
+  if (data.input_names.empty()) return absl::OkStatus();
+  const bool mask_only = data.input_names.size() == 2 &&
+                         data.input_names[1] == kAttentionMask;
+  if (type == "transformer_classifier" && mask_only) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "model.path: ", path, ": its loss method must be "
-      "loss(self, inputs: Tensor, targets: Tensor) -> Tensor (it has ",
-      schema.arguments().size() - 1, " arguments besides self and returns ",
-      schema.returns().size() == 1 ? schema.returns()[0].type()->str()
-                                   : absl::StrCat(schema.returns().size(), " values"),
-      ")"));
+      "model.type: ", type, " reads ",
+      type == "transformer_classifier"
+          ? "token ids and, optionally, their attention_mask"
+          : "one input",
+      "; the data has ", data.input_names.size(),
+      " named inputs (a TorchScript model takes any it names in its forward)"));
 }
 
 int64_t Product(const std::vector<int64_t>& shape) {
@@ -115,6 +88,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
     outputs = data.target_width;
   }
   const std::vector<int64_t> hidden(m.hidden().begin(), m.hidden().end());
+  if (m.type() != "torchscript") {
+    if (absl::Status fits = CheckBuiltInInputs(m.type(), data); !fits.ok()) return fits;
+  }
   try {
     if (m.type() == "mlp" || m.type() == "cnn") {
       if (data.integer_inputs) {
@@ -166,29 +142,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
           Transformer(s, lm ? s.vocab_size : outputs, lm,
                       spec.training().gradient_checkpointing()));
     }
-    if (m.type() == "torchscript") {
-      torch::jit::Module module;
-      try {
-        module = torch::jit::load(m.path());
-      } catch (const std::exception&) {
-        // Not torch's text: it quotes the archive's entry names and code,
-        // and model.path may name any file the worker can read (security
-        // review C1).
-        struct stat st;
-        const bool exists = ::stat(m.path().c_str(), &st) == 0;
-        const int stat_errno = errno;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model.path: cannot load TorchScript module ", m.path(), ": ",
-            exists ? "torch::jit::load refused it (not a torch.jit.save "
-                     "archive, or one this LibTorch cannot read; the details "
-                     "are not shown)"
-                   : strerror(stat_errno)));
-      }
-      if (absl::Status loss = CheckCustomLoss(module, m.path()); !loss.ok()) {
-        return loss;
-      }
-      return std::make_unique<TorchScriptModel>(std::move(module));
-    }
+    if (m.type() == "torchscript") return LoadTorchScriptModel(m.path(), data);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("model: cannot build ", m.type(), ": ", e.what()));

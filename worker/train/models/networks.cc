@@ -32,7 +32,7 @@ MlpImpl::MlpImpl(int64_t in_features, const std::vector<int64_t>& hidden,
   }
   head_ = register_module("head", torch::nn::Linear(width, out_features));
   for (auto& layer : layers_) {
-    blocks_.push_back([layer](const torch::Tensor& x) mutable {
+    blocks_.push_back([layer](const torch::Tensor& x, const torch::Tensor&) mutable {
       return torch::relu(layer->forward(x));
     });
   }
@@ -41,7 +41,7 @@ MlpImpl::MlpImpl(int64_t in_features, const std::vector<int64_t>& hidden,
 torch::Tensor MlpImpl::forward(torch::Tensor x) {
   x = x.flatten(1);
   for (const BlockFn& block : blocks_) {
-    x = checkpointing_ && is_training() ? CheckpointBlock(block, x) : block(x);
+    x = checkpointing_ && is_training() ? CheckpointBlock(block, x) : block(x, {});
   }
   return head_->forward(x);
 }
@@ -92,14 +92,15 @@ TransformerBlockImpl::TransformerBlockImpl(const TransformerSizes& s,
   dropout_p_ = s.dropout;
 }
 
-torch::Tensor TransformerBlockImpl::forward(torch::Tensor x) {
+torch::Tensor TransformerBlockImpl::forward(torch::Tensor x,
+                                            const torch::Tensor& keep) {
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
   const int64_t hd = c / heads_;
   auto qkv = Dense(qkv_, ln1_->forward(x)).view({b, t, 3, heads_, hd});
   auto q = qkv.select(2, 0).transpose(1, 2);  // [B, H, T, hd]
   auto k = qkv.select(2, 1).transpose(1, 2);
   auto v = qkv.select(2, 2).transpose(1, 2);
-  auto y = ScaledDotProductAttention(q, k, v, causal_, dropout_p_, is_training())
+  auto y = ScaledDotProductAttention(q, k, v, causal_, dropout_p_, is_training(), keep)
                .transpose(1, 2)
                .reshape({b, t, c});
   x = x + dropout_->forward(Dense(proj_, y));
@@ -121,26 +122,36 @@ TransformerImpl::TransformerImpl(const TransformerSizes& s,
                                       TransformerBlock(s, causal_lm)));
   }
   for (auto& layer : layers_) {
-    blocks_.push_back(
-        [layer](const torch::Tensor& x) mutable { return layer->forward(x); });
+    blocks_.push_back([layer](const torch::Tensor& x, const torch::Tensor& keep) mutable {
+      return layer->forward(x, keep);
+    });
   }
   norm_ = register_module("norm", torch::nn::LayerNorm(
                                       torch::nn::LayerNormOptions({s.d_model})));
   head_ = register_module("head", torch::nn::Linear(s.d_model, out_features));
 }
 
-torch::Tensor TransformerImpl::forward(torch::Tensor tokens) {
+torch::Tensor TransformerImpl::forward(torch::Tensor tokens,
+                                       const torch::Tensor& attention_mask) {
   const int64_t t = tokens.size(1);
   TORCH_CHECK(t <= max_seq_len_, "sequence of ", t,
               " tokens is longer than model.max_seq_len ", max_seq_len_);
   auto positions = torch::arange(t, torch::dtype(torch::kLong).device(tokens.device()));
   torch::Tensor x = token_->forward(tokens) + position_->forward(positions);
+  // Which keys each query may attend to: [B, 1, 1, T], true for a token.
+  const torch::Tensor keep = attention_mask.defined()
+                                 ? attention_mask.ne(0).view({tokens.size(0), 1, 1, t})
+                                 : torch::Tensor();
   for (const BlockFn& block : blocks_) {
-    x = checkpointing_ && is_training() ? CheckpointBlock(block, x) : block(x);
+    x = checkpointing_ && is_training() ? CheckpointBlock(block, x, keep)
+                                        : block(x, keep);
   }
   x = norm_->forward(x);
-  if (!causal_lm_) x = x.mean(1);  // mean-pool over positions
-  return Dense(head_, x);
+  if (causal_lm_) return Dense(head_, x);
+  if (!keep.defined()) return Dense(head_, x.mean(1));  // mean-pool over positions
+  // Over the tokens only: padding neither pools nor is attended to.
+  const torch::Tensor weights = attention_mask.to(x.scalar_type()).unsqueeze(-1);
+  return Dense(head_, (x * weights).sum(1) / weights.sum(1));
 }
 
 }  // namespace trainctl::train

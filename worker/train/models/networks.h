@@ -56,7 +56,9 @@ struct TransformerSizes {
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(const TransformerSizes& sizes, bool causal);
-  torch::Tensor forward(torch::Tensor x);  // [B, T, d_model]
+  // x [B, T, d_model]; keep: bool [B, 1, 1, T], true for the keys that
+  // may be attended to (undefined: all).
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& keep = {});
 
  private:
   torch::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
@@ -69,13 +71,17 @@ class TransformerBlockImpl : public torch::nn::Module {
 TORCH_MODULE(TransformerBlock);
 
 // Token + learned positional embedding, blocks, final norm. The classifier
-// mean-pools over positions into a linear head; the GPT is causal and maps
+// mean-pools over positions (its tokens', given a padding mask) into a
+// linear head; the GPT is causal and maps
 // every position to next-token logits.
 class TransformerImpl : public torch::nn::Module {
  public:
   TransformerImpl(const TransformerSizes& sizes, int64_t out_features,
                   bool causal_lm, bool checkpointing);
-  torch::Tensor forward(torch::Tensor tokens);  // int64 [B, T]
+  // tokens int64 [B, T]; attention_mask [B, T]: 1 for a token, 0 for
+  // padding (classifier only; undefined: all tokens).
+  torch::Tensor forward(torch::Tensor tokens,
+                        const torch::Tensor& attention_mask = {});
 
  private:
   torch::nn::Embedding token_{nullptr}, position_{nullptr};
