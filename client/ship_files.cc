@@ -68,7 +68,7 @@ absl::StatusOr<std::string> ShipLocalFiles(const std::string& spec_text,
   if (!spec.ok()) spec = ParseJobSpec(WithoutShippedFiles(spec_text));
   if (!spec.ok()) return spec_text;  // the coordinator lists its problems
   std::vector<v1::ShippedFile> entries;
-  for (const std::string& field : ShippableFields()) {
+  for (const std::string& field : SpecFileFields(*spec)) {
     const std::string& value = *SpecFilePath(*spec, field);
     if (!IsSubmitterPath(value)) continue;
     const std::string local = base_dir.empty() ? value : base_dir + "/" + value;

@@ -9,8 +9,9 @@
 namespace trainctl {
 namespace {
 
-// A spec ships a model and a few data files, not a data set of shards.
-constexpr size_t kMaxShippedFiles = 16;
+// A spec ships a model and a few data files, not a data set of shards: 7
+// fixed fields and up to 15 named inputs for each of train and eval.
+constexpr size_t kMaxShippedFiles = 40;
 
 // One table for both accessors, so the list of file fields is written once.
 struct FileField {
@@ -40,29 +41,61 @@ const FileField kFileFields[] = {
 
 #undef TRAINCTL_FILE_FIELD
 
+// data.train_inputs.NAME and data.eval_inputs.NAME: one field per input.
+constexpr char kTrainInputs[] = "data.train_inputs.";
+constexpr char kEvalInputs[] = "data.eval_inputs.";
+
+template <typename Inputs>
+auto* NamedInputPath(Inputs& inputs, const std::string& field, const std::string& prefix) {
+  using Path = decltype(inputs.begin()->mutable_path());
+  if (field.compare(0, prefix.size(), prefix) != 0) return Path{nullptr};
+  const std::string name = field.substr(prefix.size());
+  for (auto& input : inputs) {
+    if (input.name() == name) return input.mutable_path();
+  }
+  return Path{nullptr};
+}
+
 }  // namespace
 
 const std::vector<std::string>& ShippableFields() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
     for (const FileField& f : kFileFields) names.emplace_back(f.name);
+    names.push_back(std::string(kTrainInputs) + "NAME");
+    names.push_back(std::string(kEvalInputs) + "NAME");
     return names;
   }();
   return kNames;
+}
+
+std::vector<std::string> SpecFileFields(const v1::JobSpec& spec) {
+  std::vector<std::string> fields;
+  for (const FileField& f : kFileFields) fields.emplace_back(f.name);
+  for (const v1::NamedPath& input : spec.data().train_inputs()) {
+    fields.push_back(kTrainInputs + input.name());
+  }
+  for (const v1::NamedPath& input : spec.data().eval_inputs()) {
+    fields.push_back(kEvalInputs + input.name());
+  }
+  return fields;
 }
 
 std::string* MutableSpecFilePath(v1::JobSpec* spec, const std::string& field) {
   for (const FileField& f : kFileFields) {
     if (field == f.name) return f.mutable_path(spec);
   }
-  return nullptr;
+  v1::DataSpec* d = spec->mutable_data();
+  if (std::string* path = NamedInputPath(*d->mutable_train_inputs(), field, kTrainInputs)) {
+    return path;
+  }
+  return NamedInputPath(*d->mutable_eval_inputs(), field, kEvalInputs);
 }
 
 const std::string* SpecFilePath(const v1::JobSpec& spec, const std::string& field) {
-  for (const FileField& f : kFileFields) {
-    if (field == f.name) return &f.path(spec);
-  }
-  return nullptr;
+  // The same lookup; the const_cast only lets it share the code, nothing
+  // is written.
+  return MutableSpecFilePath(const_cast<v1::JobSpec*>(&spec), field);
 }
 
 bool IsSubmitterPath(const std::string& path) {
@@ -120,7 +153,7 @@ std::vector<std::string> UnshippedRelativePaths(const v1::JobSpec& spec) {
   std::set<std::string> shipped;
   for (const v1::ShippedFile& f : spec.shipped_files()) shipped.insert(f.field());
   std::vector<std::string> problems;
-  for (const std::string& field : ShippableFields()) {
+  for (const std::string& field : SpecFileFields(spec)) {
     const std::string* value = SpecFilePath(spec, field);
     if (IsSubmitterPath(*value) && shipped.count(field) == 0) {
       problems.push_back(absl::StrCat(

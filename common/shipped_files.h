@@ -15,8 +15,12 @@
 
 namespace trainctl {
 
-// The spec fields that may name a shipped file, as dotted paths.
+// The spec fields that may name a shipped file, as dotted paths, for
+// messages (data.train_inputs.NAME stands for each named input).
 const std::vector<std::string>& ShippableFields();
+
+// The file fields of this spec: ShippableFields with each named input's.
+std::vector<std::string> SpecFileFields(const v1::JobSpec& spec);
 
 // The field's value in `spec`; null for a name that is not a file field.
 const std::string* SpecFilePath(const v1::JobSpec& spec, const std::string& field);

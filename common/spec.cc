@@ -13,6 +13,7 @@
 #include "common/eval_metric_names.h"
 #include "common/shipped_files.h"
 #include "common/spec_outputs.h"
+#include "common/spec_inputs.h"
 #include "common/spec_reader.h"
 
 namespace trainctl {
@@ -166,6 +167,7 @@ void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   d->set_token_dtype(s.Choice("token_dtype", "uint16", {"uint16", "uint32"}));
   d->set_seq_len(s.Int("seq_len", 128, 1, 1 << 20));
   ReadTransforms(s, d->mutable_transforms(), errors);
+  ReadNamedInputs(s, d, errors);
   if (d->delimiter().size() != 1) {
     s.Error("data.delimiter", "must be exactly one character");
   }
@@ -325,6 +327,7 @@ std::string JoinErrors(const Errors& errors) {
 
 // Rules that span several sections.
 void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
+  CheckNamedInputs(spec, errors);
   const auto& t = spec.training();
   const auto& m = spec.model();
   const auto& d = spec.data();

@@ -100,8 +100,8 @@ absl::Status CheckResumeCompatible(const v1::JobSpec& from,
     difference = FirstDifference(
         from.data(), to.data(), "data",
         {"format", "train_images", "train_labels", "train_path",
-         "train_limit", "eval_fraction", "label_column", "header",
-         "delimiter", "token_dtype", "seq_len"},
+         "train_inputs", "input_name", "train_limit", "eval_fraction",
+         "label_column", "header", "delimiter", "token_dtype", "seq_len"},
         {}, from_job);
   }
   if (difference.empty()) {

@@ -1,5 +1,6 @@
-// LoadDatasets: tensors files whose x is a dict of named inputs, as a
-// Hugging Face tokenizer writes them (input_ids, attention_mask, ...).
+// LoadDatasets: named inputs, as a Hugging Face tokenizer gives them
+// (input_ids, attention_mask, ...): a tensors file whose x is a dict, and
+// npy arrays named by data.train_inputs.
 
 #include <sys/stat.h>
 #include <torch/serialize.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "tests/unit/data_test_util.h"
+#include "tests/unit/npy_test_util.h"
 
 namespace trainctl::train::data_testing {
 namespace {
@@ -157,6 +159,103 @@ TEST_F(NamedInputsTest, ImageTransformsRefuseNamedInputs) {
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(),
             "data.transforms: apply to single image inputs; the data has 2 named inputs");
+}
+
+// --- npy: data.train_inputs ---
+
+using trainctl::testing::Elements;
+using trainctl::testing::Npy;
+
+class NpyNamedInputsTest : public NamedInputsTest {
+ protected:
+  // Writes `t` (int64 [5, 4] or [5]) as NAME.npy of dtype <i8.
+  std::string WriteNpy(const std::string& name, const torch::Tensor& t) {
+    std::vector<int64_t> values(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+    const std::string shape =
+        t.dim() == 1 ? "(" + std::to_string(t.size(0)) + ",)"
+                     : "(" + std::to_string(t.size(0)) + ", " + std::to_string(t.size(1)) + ")";
+    return Write(name, Npy("<i8", shape, Elements(values)));
+  }
+  v1::JobSpec NpySpec(const Inputs& more) {
+    v1::JobSpec spec = Spec("npy");
+    spec.mutable_data()->set_train_path(WriteNpy("ids.npy", t_.ids));
+    spec.mutable_data()->set_train_labels(WriteNpy("y.npy", t_.labels));
+    spec.mutable_data()->set_input_name("input_ids");
+    for (const auto& [name, values] : more) {
+      v1::NamedPath* input = spec.mutable_data()->add_train_inputs();
+      input->set_name(name);
+      input->set_path(WriteNpy(name + ".npy", values));
+    }
+    return spec;
+  }
+};
+
+TEST_F(NpyNamedInputsTest, EachNamedArrayIsReadByRowBesideTheInputs) {
+  absl::StatusOr<Datasets> ds =
+      LoadDatasets(NpySpec({{"token_type_ids", t_.types}, {"attention_mask", t_.mask}}));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->info.input_names,
+            (std::vector<std::string>{"input_ids", "token_type_ids", "attention_mask"}));
+  EXPECT_TRUE(ds->info.integer_inputs);
+  Batch b = ds->train->Gather({4, 1});
+  EXPECT_TRUE(torch::equal(b.inputs, t_.ids.index_select(0, I64({4, 1}))));
+  ASSERT_EQ(b.more_inputs.size(), 2u);
+  EXPECT_EQ(b.more_inputs[0].first, "token_type_ids");
+  EXPECT_TRUE(torch::equal(b.more_inputs[0].second, t_.types.index_select(0, I64({4, 1}))));
+  EXPECT_EQ(b.more_inputs[1].first, "attention_mask");
+  EXPECT_TRUE(torch::equal(b.more_inputs[1].second, t_.mask.index_select(0, I64({4, 1}))));
+}
+
+TEST_F(NpyNamedInputsTest, ShardsOfEachInputArePairedInOrder) {
+  ASSERT_EQ(::mkdir((dir_ + "/ids").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir_ + "/y").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir_ + "/mask").c_str(), 0755), 0);
+  using torch::indexing::Slice;
+  for (int part = 0; part < 2; ++part) {
+    const auto rows = part == 0 ? Slice(0, 2) : Slice(2, 5);
+    const std::string n = std::to_string(part);
+    WriteNpy("ids/" + n + ".npy", t_.ids.index({rows}).contiguous());
+    WriteNpy("y/" + n + ".npy", t_.labels.index({rows}).contiguous());
+    WriteNpy("mask/" + n + ".npy", t_.mask.index({rows}).contiguous());
+  }
+  v1::JobSpec spec = Spec("npy");
+  spec.mutable_data()->set_train_path(dir_ + "/ids");
+  spec.mutable_data()->set_train_labels(dir_ + "/y");
+  spec.mutable_data()->set_input_name("input_ids");
+  v1::NamedPath* mask = spec.mutable_data()->add_train_inputs();
+  mask->set_name("attention_mask");
+  mask->set_path(dir_ + "/mask");
+  absl::StatusOr<Datasets> ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  Batch b = ds->train->Gather({3, 0, 4});
+  ASSERT_EQ(b.more_inputs.size(), 1u);
+  EXPECT_TRUE(torch::equal(b.more_inputs[0].second, t_.mask.index_select(0, I64({3, 0, 4}))));
+  // The ranks compare every shard of every input (shard_manifest.h).
+  EXPECT_THAT(ds->manifest, HasSubstr("mask/1.npy"));
+
+  WriteNpy("mask/2.npy", t_.mask);
+  EXPECT_THAT(std::string(LoadDatasets(spec).status().message()),
+              HasSubstr("data.train_inputs.attention_mask: " + dir_ +
+                        "/mask: names 3 files but data.train_path names 2"));
+}
+
+TEST_F(NpyNamedInputsTest, RowsAndMasksAreChecked) {
+  v1::JobSpec short_mask = NpySpec({{"attention_mask", t_.mask.narrow(0, 0, 4).contiguous()}});
+  EXPECT_THAT(std::string(LoadDatasets(short_mask).status().message()),
+              HasSubstr("data.train_inputs.attention_mask: " + dir_ +
+                        "/attention_mask.npy: has 4 rows but data.train_path has 5"));
+
+  torch::Tensor bad = t_.mask.clone();
+  bad[2].zero_();
+  absl::StatusOr<Datasets> ds = LoadDatasets(NpySpec({{"attention_mask", bad}}));
+  ASSERT_TRUE(ds.ok()) << ds.status();  // rows are read per batch
+  ds->train->Gather({0, 1});
+  try {
+    ds->train->Gather({2});
+    ADD_FAILURE() << "an all-padding row was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("attention_mask.npy: row 2 has no token (all padding)"));
+  }
 }
 
 }  // namespace

@@ -117,15 +117,24 @@ absl::StatusOr<LoadedSet> ReadPath(ReadRequest req, const v1::DataSpec& d,
                                    Datasets* out_manifest) {
   ASSIGN_OR_RETURN(const std::vector<std::string> shards,
                    ResolveShards(req.field, req.path));
+  // Paired with train_path's shards in order: labels, then named inputs.
+  auto paired = [&](const std::string& field, const std::string& path)
+      -> absl::StatusOr<std::vector<std::string>> {
+    ASSIGN_OR_RETURN(std::vector<std::string> files, ResolveShards(field, path));
+    if (files.size() != shards.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", path, ": names ", files.size(), " files but ", req.field,
+          " names ", shards.size()));
+    }
+    return files;
+  };
   std::vector<std::string> label_shards;
   if (d.format() == "npy" && !req.labels_path.empty()) {
-    ASSIGN_OR_RETURN(label_shards, ResolveShards(req.labels_field, req.labels_path));
-    if (label_shards.size() != shards.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          req.labels_field, ": ", req.labels_path, ": names ",
-          label_shards.size(), " files but ", req.field, " names ",
-          shards.size()));
-    }
+    ASSIGN_OR_RETURN(label_shards, paired(req.labels_field, req.labels_path));
+  }
+  std::vector<std::vector<std::string>> input_shards;
+  for (const ReadRequest::NamedFile& input : req.more_inputs) {
+    ASSIGN_OR_RETURN(input_shards.emplace_back(), paired(input.field, input.path));
   }
   int64_t bytes = 0;
   for (const std::string& shard : shards) {
@@ -143,6 +152,9 @@ absl::StatusOr<LoadedSet> ReadPath(ReadRequest req, const v1::DataSpec& d,
     ReadRequest part = req;
     part.path = shards[i];
     if (!label_shards.empty()) part.labels_path = label_shards[i];
+    for (size_t k = 0; k < input_shards.size(); ++k) {
+      part.more_inputs[k].path = input_shards[k][i];
+    }
     // The limit is on the whole set: the first shards' rows.
     part.limit = req.limit > 0 ? req.limit - rows : 0;
     ASSIGN_OR_RETURN(LoadedSet set, ReadFile(part, d));
@@ -165,6 +177,13 @@ absl::StatusOr<LoadedSet> ReadPath(ReadRequest req, const v1::DataSpec& d,
   ASSIGN_OR_RETURN(const std::string labels,
                    ShardManifest(req.labels_field, used_labels, cache));
   absl::StrAppend(&out_manifest->manifest, inputs, labels);
+  for (size_t k = 0; k < input_shards.size(); ++k) {
+    const std::vector<std::string> used_inputs(input_shards[k].begin(),
+                                               input_shards[k].begin() + used.size());
+    ASSIGN_OR_RETURN(const std::string named,
+                     ShardManifest(req.more_inputs[k].field, used_inputs, cache));
+    absl::StrAppend(&out_manifest->manifest, named);
+  }
   out_manifest->manifest_ms += std::chrono::duration<double, std::milli>(
                                    std::chrono::steady_clock::now() - start)
                                    .count();
@@ -190,6 +209,17 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   req.vocab_size = spec.model().vocab_size();
   req.labels_path = eval ? d.eval_labels() : d.train_labels();
   req.labels_field = eval ? "data.eval_labels" : "data.train_labels";
+  // In train_inputs' order, so both sets name their inputs alike.
+  req.input_name = d.input_name();
+  for (const v1::NamedPath& input : d.train_inputs()) {
+    const auto& inputs = eval ? d.eval_inputs() : d.train_inputs();
+    for (const v1::NamedPath& named : inputs) {
+      if (named.name() != input.name()) continue;
+      req.more_inputs.push_back(
+          {named.name(), named.path(),
+           absl::StrCat(eval ? "data.eval_inputs." : "data.train_inputs.", named.name())});
+    }
+  }
   return ReadPath(req, d, cache, manifest);
 }
 

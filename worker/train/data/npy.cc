@@ -137,25 +137,39 @@ absl::StatusOr<int64_t> MaxValue(const NpyFile& file, int64_t rows,
   return max_value;
 }
 
-// Row i is (inputs row i, labels row i), both read per batch.
+// The shape of `count` rows of `file`: [count, row shape...], a 1-D
+// array's rows as [count, 1].
+std::vector<int64_t> RowsShape(const NpyHeader& h, int64_t count) {
+  std::vector<int64_t> shape = {count};
+  shape.insert(shape.end(), h.shape.begin() + std::min<size_t>(1, h.shape.size()),
+               h.shape.end());
+  if (h.shape.size() == 1) shape.push_back(1);
+  return shape;
+}
+
+// A named input's array beside the inputs: read per batch like them.
+struct NamedNpy {
+  std::string name;
+  std::shared_ptr<NpyFile> file;
+  bool padding_mask = false;  // attention_mask: 0 and 1, a 1 per row
+};
+
+// Row i is (inputs row i, labels row i, each named input's row i), all
+// read per batch.
 class NpyDataset : public Dataset {
  public:
   NpyDataset(std::shared_ptr<NpyFile> inputs, std::shared_ptr<NpyFile> labels,
-             int64_t rows, bool class_ids)
+             int64_t rows, bool class_ids, std::vector<NamedNpy> more = {})
       : inputs_(std::move(inputs)), labels_(std::move(labels)), rows_(rows),
-        class_ids_(class_ids) {}
+        class_ids_(class_ids), more_(std::move(more)) {}
   int64_t size() const override { return rows_; }
 
   Batch Gather(const std::vector<int64_t>& indices) const override {
     const int64_t n = static_cast<int64_t>(indices.size());
-    std::vector<int64_t> shape = {n};
     const NpyHeader& in = inputs_->header();
-    shape.insert(shape.end(), in.shape.begin() + std::min<size_t>(1, in.shape.size()),
-                 in.shape.end());
-    if (in.shape.size() == 1) shape.push_back(1);
     const bool token_ids = IsInteger(in);
     torch::Tensor inputs =
-        torch::empty(shape, token_ids ? torch::kInt64 : torch::kFloat32);
+        torch::empty(RowsShape(in, n), token_ids ? torch::kInt64 : torch::kFloat32);
     const NpyHeader& lb = labels_->header();
     const int64_t width = lb.row_elements();
     torch::Tensor targets =
@@ -194,7 +208,48 @@ class NpyDataset : public Dataset {
         labels_->ReadRows(i, 1, &bytes, targets.data_ptr<float>() + r * width);
       }
     }
-    return {inputs, targets};
+    Batch batch{inputs, targets};
+    for (const NamedNpy& named : more_) {
+      batch.more_inputs.emplace_back(named.name, ReadNamed(named, indices, &bytes));
+    }
+    return batch;
+  }
+
+  // `indices`' rows of a named input: int64 for integers and bools, float32
+  // for floats. Throws naming the file and row of a padding mask row that
+  // is not 0s and 1s with a 1.
+  static torch::Tensor ReadNamed(const NamedNpy& named, const std::vector<int64_t>& indices,
+                                 std::vector<unsigned char>* bytes) {
+    const NpyHeader& h = named.file->header();
+    const int64_t n = static_cast<int64_t>(indices.size());
+    const int64_t per_row = h.row_elements();
+    if (!IsInteger(h)) {
+      torch::Tensor out = torch::empty(RowsShape(h, n), torch::kFloat32);
+      for (int64_t r = 0; r < n; ++r) {
+        named.file->ReadRows(indices[r], 1, bytes, out.data_ptr<float>() + r * per_row);
+      }
+      return out;
+    }
+    torch::Tensor out = torch::empty(RowsShape(h, n), torch::kInt64);
+    for (int64_t r = 0; r < n; ++r) {
+      int64_t* row = out.data_ptr<int64_t>() + r * per_row;
+      named.file->ReadRows(indices[r], 1, bytes, row);
+      if (!named.padding_mask) continue;
+      bool any = false;
+      for (int64_t k = 0; k < per_row; ++k) {
+        if (row[k] != 0 && row[k] != 1) {
+          throw std::runtime_error(absl::StrCat(
+              named.file->Where(), ": row ", indices[r],
+              " holds a value other than 0 (padding) and 1 (a token)"));
+        }
+        any = any || row[k] == 1;
+      }
+      if (!any) {
+        throw std::runtime_error(absl::StrCat(named.file->Where(), ": row ", indices[r],
+                                              " has no token (all padding)"));
+      }
+    }
+    return out;
   }
 
   // Set while loading, before the set is shared.
@@ -205,6 +260,7 @@ class NpyDataset : public Dataset {
   std::shared_ptr<NpyFile> inputs_, labels_;
   int64_t rows_;
   bool class_ids_;
+  std::vector<NamedNpy> more_;
 };
 
 // task language_model: a 1-D array of token ids, cut into windows.
@@ -265,8 +321,30 @@ absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
   if (rows < 1) {
     return absl::InvalidArgumentError(absl::StrCat(inputs->Where(), ": has no rows"));
   }
+  std::vector<NamedNpy> more;
+  for (const ReadRequest::NamedFile& input : req.more_inputs) {
+    ASSIGN_OR_RETURN(std::shared_ptr<NpyFile> file, NpyFile::Open(input.field, input.path));
+    const NpyHeader& h = file->header();
+    if (h.shape.empty() || h.rows() != in.rows()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file->Where(), ": has ", h.shape.empty() ? 0 : h.rows(), " rows but ",
+          req.field, " has ", in.rows()));
+    }
+    const bool mask = input.name == "attention_mask";
+    if (mask && (!IsInteger(h) || h.shape.size() < 2)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file->Where(), ": an attention_mask must be an integer or bool array "
+          "[N, T] (this one is ", h.DtypeName(), " with ", h.shape.size(), " dimensions)"));
+    }
+    more.push_back({input.name, std::move(file), mask});
+  }
   LoadedSet out;
-  auto dataset = std::make_shared<NpyDataset>(inputs, labels, rows, class_ids);
+  if (!more.empty()) {
+    out.info.input_names.push_back(req.input_name);
+    for (const NamedNpy& named : more) out.info.input_names.push_back(named.name);
+  }
+  auto dataset =
+      std::make_shared<NpyDataset>(inputs, labels, rows, class_ids, std::move(more));
   out.info.input_shape.assign(in.shape.begin() + 1, in.shape.end());
   if (out.info.input_shape.empty()) out.info.input_shape = {1};
   out.info.integer_inputs = IsInteger(in);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "trainctl/v1/spec.pb.h"
@@ -35,6 +36,13 @@ struct ReadRequest {
   // format npy: the labels array, and the spec field that named it.
   std::string labels_path;
   std::string labels_field;
+  // format npy: the further named inputs (data.train_inputs or
+  // eval_inputs, in train_inputs' order); `path` is then input_name's.
+  struct NamedFile {
+    std::string name, path, field;
+  };
+  std::vector<NamedFile> more_inputs;
+  std::string input_name;
 };
 
 // The whole file's bytes, or INVALID_ARGUMENT "FIELD: PATH: cannot open: ..".
