@@ -11,7 +11,18 @@ trainctl job reads (docs/job-spec.md, "Hugging Face models"):
                   --format npy, one NumPy array per input and split instead
                   (OUT/train_input_ids.npy, OUT/train_labels.npy, ...)
   OUT/labels.txt  the class names in id order
-  OUT/job.yaml    a job spec that fine-tunes it (edit, then trainctl submit)
+  OUT/hf/         the model's config and tokenizer (save_pretrained)
+  OUT/job.yaml    a job spec that fine-tunes it (edit, then trainctl submit);
+                  its checkpoints go to OUT/checkpoints
+
+And back, once the job has trained it:
+
+  trainctl export JOB -o OUT/fine-tuned.safetensors
+  export_hf_classifier.py --import-trained OUT/fine-tuned.safetensors --out OUT
+
+loads the job's weights into the Hugging Face model of OUT/hf and saves it
+with its tokenizer to OUT/fine-tuned/ (from_pretrained reads it), scoring
+it on OUT's eval set first.
 
 Two kinds of model:
 
@@ -133,30 +144,42 @@ def accuracy(model, x, y, batch=256):
     return correct / len(y)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    kind = p.add_mutually_exclusive_group(required=True)
-    kind.add_argument("--model", help="pre-trained model name or directory")
-    kind.add_argument("--random-bert", action="store_true",
-                      help="a small randomly initialised BERT (offline)")
-    p.add_argument("--train-csv", required=True)
-    p.add_argument("--eval-csv", required=True)
-    p.add_argument("--text-column", default="text")
-    p.add_argument("--label-column", default="label")
-    p.add_argument("--max-length", type=int, default=64,
-                   help="tokens per sample, padded or truncated to it")
-    p.add_argument("--out", required=True, help="directory for the files")
-    p.add_argument("--format", choices=("tensors", "npy"), default="tensors",
-                   help="data files: one torch.save dict, or NumPy arrays")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ranks", type=int, default=2, help="job.yaml's ranks")
-    small = p.add_argument_group("--random-bert's size")
-    small.add_argument("--vocab-size", type=int, default=8000)
-    small.add_argument("--hidden-size", type=int, default=64)
-    small.add_argument("--layers", type=int, default=2)
-    small.add_argument("--heads", type=int, default=2)
-    args = p.parse_args()
+def load_eval(out):
+    """OUT's eval set, as save_split wrote it."""
+    if os.path.exists(os.path.join(out, "eval.pt")):
+        saved = torch.load(os.path.join(out, "eval.pt"))
+        return saved["x"], saved["y"]
+    import numpy
+    names = [n for n in MODEL_INPUTS
+             if os.path.exists(os.path.join(out, f"eval_{n}.npy"))]
+    load = lambda name: torch.from_numpy(numpy.load(os.path.join(out, f"eval_{name}.npy")))
+    return {n: load(n) for n in names}, load("labels")
 
+
+def import_trained(args):
+    import transformers
+    import safetensors.torch
+    transformers.logging.set_verbosity_error()
+    hf = os.path.join(args.out, "hf")
+    config = transformers.AutoConfig.from_pretrained(hf)
+    model = transformers.AutoModelForSequenceClassification.from_config(config)
+    state = safetensors.torch.load_file(args.import_trained)
+    missing, _ = model.load_state_dict(state, strict=False)
+    if missing:
+        sys.exit(f"{args.import_trained}: lacks {len(missing)} of the model's tensors "
+                 f"(the first: {missing[0]}); was it exported from this model's job?")
+    model.eval()
+    x, y = load_eval(args.out)
+    score = accuracy(model, x, y)
+    out = os.path.join(args.out, "fine-tuned")
+    model.config.torchscript = False
+    model.save_pretrained(out)
+    transformers.AutoTokenizer.from_pretrained(hf).save_pretrained(out)
+    print(f"wrote {out}: the job's weights in {type(model).__name__}")
+    print(f"fine-tuned eval accuracy {score:.4f}")
+
+
+def export(args):
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(args.seed)
     train_texts, train_labels = read_csv(args.train_csv, args.text_column, args.label_column)
@@ -164,6 +187,8 @@ def main():
     names, to_id = label_ids(train_labels, eval_labels)
     tokenizer, model = build(args, train_texts, len(names))
     model.eval()
+    tokenizer.save_pretrained(os.path.join(args.out, "hf"))
+    model.config.save_pretrained(os.path.join(args.out, "hf"))
 
     probe = tokenizer(train_texts[:1], return_tensors="pt")
     inputs = [n for n in MODEL_INPUTS if n in probe]
@@ -195,11 +220,45 @@ data:
 optimizer: {{type: adamw, lr: {5e-5 if args.model else 1e-3}, weight_decay: 0.01}}
 scheduler: {{type: linear, warmup_steps: 10}}
 training: {{epochs: 3, batch_size: 32}}
+checkpoint: {{dir: {os.path.abspath(os.path.join(args.out, "checkpoints"))}}}
 """)
     print(f"wrote {model_path}: forward({', '.join(inputs)}) -> logits of "
           f"{len(names)} classes; {len(train_labels)} training and "
           f"{len(eval_labels)} eval samples of {args.max_length} tokens")
-    print(f"untrained eval accuracy {accuracy(traced, *data['eval']):.4f}")
+    print(f"eval accuracy before training {accuracy(traced, *data['eval']):.4f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--model", help="pre-trained model name or directory")
+    kind.add_argument("--random-bert", action="store_true",
+                      help="a small randomly initialised BERT (offline)")
+    kind.add_argument("--import-trained", metavar="SAFETENSORS",
+                      help="the job's weights (trainctl export) into OUT/fine-tuned")
+    p.add_argument("--train-csv")
+    p.add_argument("--eval-csv")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--label-column", default="label")
+    p.add_argument("--max-length", type=int, default=64,
+                   help="tokens per sample, padded or truncated to it")
+    p.add_argument("--out", required=True, help="directory for the files")
+    p.add_argument("--format", choices=("tensors", "npy"), default="tensors",
+                   help="data files: one torch.save dict, or NumPy arrays")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ranks", type=int, default=2, help="job.yaml's ranks")
+    small = p.add_argument_group("--random-bert's size")
+    small.add_argument("--vocab-size", type=int, default=8000)
+    small.add_argument("--hidden-size", type=int, default=64)
+    small.add_argument("--layers", type=int, default=2)
+    small.add_argument("--heads", type=int, default=2)
+    args = p.parse_args()
+    if args.import_trained:
+        import_trained(args)
+    elif not (args.train_csv and args.eval_csv):
+        p.error("--train-csv and --eval-csv are required to export")
+    else:
+        export(args)
 
 
 if __name__ == "__main__":
