@@ -117,12 +117,18 @@ bool FakeSession::AgentWrite(const v1::AgentMessage& message) {
   return true;
 }
 
+bool FakeSession::AwaitDrained(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, wait, [&] { return to_agent_.empty(); });
+}
+
 bool FakeSession::AgentRead(v1::CoordinatorMessage* message) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return ended_ || !to_agent_.empty(); });
   if (ended_) return false;
   *message = std::move(to_agent_.front());
   to_agent_.pop_front();
+  cv_.notify_all();
   return true;
 }
 
@@ -318,7 +324,13 @@ int64_t FakeRank::stop_grace_ms() {
 RankStarter FakeRanks::Starter() {
   return [this](const RankCommand& command, RankHandle::Callbacks callbacks)
              -> absl::StatusOr<std::unique_ptr<RankHandle>> {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (command.standby && hold_standbys_) {
+      ++standbys_held_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !hold_standbys_; });
+      --standbys_held_;
+    }
     auto rank =
         std::make_shared<FakeRank>(command, std::move(callbacks), next_pid_++);
     started_.push_back(rank);
@@ -334,6 +346,17 @@ std::shared_ptr<FakeRank> FakeRanks::Started(size_t n) {
     return nullptr;
   }
   return started_[n];
+}
+
+void FakeRanks::HoldStandbyStarts(bool hold) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_standbys_ = hold;
+  cv_.notify_all();
+}
+
+bool FakeRanks::AwaitHeldStandby() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, kWait, [&] { return standbys_held_ > 0; });
 }
 
 size_t FakeRanks::count() {

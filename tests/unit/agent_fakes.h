@@ -36,6 +36,9 @@ class FakeSession {
   // Skips heartbeats (the agent sends them on its own schedule).
   std::optional<v1::AgentMessage> NextNotHeartbeat();
   bool ended();
+  // Whether the agent has read every message sent to it, waiting up to
+  // `wait` for that.
+  bool AwaitDrained(std::chrono::milliseconds wait);
 
   // The agent's side (FakeStream).
   bool AgentWrite(const v1::AgentMessage& message);
@@ -142,12 +145,18 @@ class FakeRanks {
   // The `n`th rank started (0-based), waiting up to kWait for it.
   std::shared_ptr<FakeRank> Started(size_t n);
   size_t count();
+  // While held, a standby's start blocks before it is counted (as a slow
+  // fork and exec would); AwaitHeldStandby waits up to kWait for one.
+  void HoldStandbyStarts(bool hold);
+  bool AwaitHeldStandby();
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<FakeRank>> started_;
   pid_t next_pid_ = 1000;
+  bool hold_standbys_ = false;  // GUARDED_BY(mu_)
+  int standbys_held_ = 0;       // GUARDED_BY(mu_): blocked in the starter now
 };
 
 }  // namespace trainctl::agent::testing

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -74,6 +75,56 @@ TEST_F(AgentTest, StartsEachAssignedRankWithItsLaunchAndTheSpecSentOnce) {
     EXPECT_EQ(started->rank_status().rank(), i);
     EXPECT_EQ(started->rank_status().pid(), rank->pid());
   }
+}
+
+// An assignment that arrives while a standby is being started waits for it
+// and takes it. It used to start a process of its own, leaving the standby
+// on a slot the rank now filled (agent_reconnect_test saw three processes
+// on a one-slot worker).
+TEST_F(AgentTest, AnAssignmentTakesTheStandbyBeingStarted) {
+  AgentOptions options = Options();
+  options.slots = 1;
+  options.standby_ranks = true;
+  Start(options);
+  std::shared_ptr<FakeSession> session =
+      coordinator_.AcceptAndRegister(nullptr, {}, /*heartbeat_interval_ms=*/10);
+  ASSERT_NE(session, nullptr);
+  std::shared_ptr<FakeRank> first = ranks_.Started(0);  // the standby of Run
+  ASSERT_NE(first, nullptr);
+  session->Send(Assign("job-1", 1, {0}, 1));
+  std::optional<v1::AgentMessage> running = session->NextNotHeartbeat();
+  ASSERT_TRUE(running && running->has_rank_status() && running->rank_status().running());
+  ASSERT_EQ(first->launch().job_id(), "job-1");
+  ASSERT_EQ(ranks_.count(), 1u);
+
+  // job-1 ends; the next heartbeat reaps it and starts a standby, which
+  // blocks in its start while job-2 arrives.
+  ranks_.HoldStandbyStarts(true);
+  first->Exit(0);
+  ASSERT_TRUE(ranks_.AwaitHeldStandby());
+  session->Send(Assign("job-2", 1, {0}, 1));
+  // Read only once job-2's start is over: without the wait for the standby
+  // the agent starts a process for job-2 at once and reads on; with it,
+  // the read waits too, and the drain times out.
+  session->Send(Cancel("job-0", 1));
+  session->AwaitDrained(std::chrono::milliseconds(200));
+  EXPECT_EQ(ranks_.count(), 1u)
+      << "a process was started for job-2 beside the standby being started";
+  ranks_.HoldStandbyStarts(false);
+  std::optional<v1::AgentMessage> started;
+  do {
+    started = session->NextNotHeartbeat();
+  } while (started && !(started->has_rank_status() && started->rank_status().running()));
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->rank_status().job_id(), "job-2");
+
+  std::shared_ptr<FakeRank> second = ranks_.Started(1);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->launch().job_id(), "job-2");
+  const std::vector<std::string>& args = second->command().args;
+  EXPECT_NE(std::find(args.begin(), args.end(), "--standby"), args.end())
+      << "job-2 runs on a process started for it, not on the standby";
+  EXPECT_EQ(ranks_.count(), 2u);
 }
 
 TEST_F(AgentTest, ReconnectsAfterTheStreamEndsAndListsItsRunningRanks) {

@@ -295,6 +295,7 @@ absl::StatusOr<std::unique_ptr<RankHandle>> Agent::SpawnRank(
 
 void Agent::ReplenishStandby() {
   if (!options_.standby_ranks || stopping_.load()) return;
+  std::lock_guard<std::mutex> starting(standby_start_mu_);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -353,7 +354,10 @@ void Agent::StartRank(const v1::RankAssignment& a) {
   const std::string stdin_bytes = EncodeFrame(request);
 
   RankHandle::Callbacks callbacks = CallbacksFor(id);
-  // A standby started with the same thread count takes the assignment.
+  // A standby started with the same thread count takes the assignment; one
+  // being started now is waited for. Until the rank is among ranks_, no
+  // standby is started for the slot it takes.
+  std::unique_lock<std::mutex> starting(standby_start_mu_);
   std::unique_ptr<RankHandle> standby;
   if (threads == DefaultThreads()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -370,20 +374,22 @@ void Agent::StartRank(const v1::RankAssignment& a) {
     proc = SpawnRank(stdin_bytes, threads, /*standby=*/false,
                      std::move(callbacks));
   }
+  pid_t pid = 0;
+  if (proc.ok()) {
+    pid = (*proc)->pid();
+    std::lock_guard<std::mutex> lock(mu_);
+    ranks_[id] = std::move(*proc);
+  }
+  starting.unlock();
   if (!proc.ok()) {
     OnRankExit(id, 127, absl::StrCat("could not start the rank process: ",
                                      proc.status().message()));
     ForgetUnstarted(id);
     return;
   }
-  const pid_t pid = (*proc)->pid();
   TLOG_INFO << "started rank " << a.rank() << "/" << a.world_size()
             << " of job " << a.job_id() << " (pid " << pid << ", " << threads
             << " threads)";
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ranks_[id] = *std::move(proc);
-  }
   v1::AgentMessage started;
   auto* s = started.mutable_rank_status();
   s->set_job_id(a.job_id());

@@ -157,6 +157,12 @@ class Agent {
   std::deque<v1::AgentMessage> buffer_;                   // GUARDED_BY(mu_)
   std::map<RankId, std::unique_ptr<RankHandle>> ranks_;  // GUARDED_BY(mu_)
   std::deque<std::unique_ptr<RankHandle>> standby_;       // GUARDED_BY(mu_)
+  // Held while a standby is being started (ReplenishStandby) and while an
+  // assignment looks for one (StartRank): an assignment that arrives
+  // during a standby's start waits for it and takes it, rather than
+  // starting a second process that would leave the standby without a
+  // slot. Taken before mu_, never while holding it.
+  std::mutex standby_start_mu_;
   // Latest progress of each running rank, sent with every heartbeat.
   std::map<RankId, v1::RankHeartbeat> progress_;          // GUARDED_BY(mu_)
   // The last exits, repeated at every registration: one reported just as
