@@ -268,9 +268,12 @@ std::string RenderDryRunPlan(const v1::SubmitJobResponse& response) {
   std::string out;
   const std::string slots =
       absl::StrCat("needs ", plan.ranks(), " slot", plan.ranks() == 1 ? "" : "s",
-                   "; ", plan.slots_free(), " of ", plan.slots_total(),
-                   " free on ", plan.workers(), " worker",
-                   plan.workers() == 1 ? "" : "s");
+                   "; ", plan.slots_free(), " of ", plan.slots_total(), " free",
+                   plan.slots_spare() > 0
+                       ? absl::StrCat(" (", plan.slots_spare(), " held as ",
+                                      plan.slots_spare() == 1 ? "a spare" : "spares", ")")
+                       : "",
+                   " on ", plan.workers(), " worker", plan.workers() == 1 ? "" : "s");
   if (!plan.placement().empty()) {
     out += Field("Would run", absl::StrCat(plan.placement(), " (", slots, ")"));
   } else {

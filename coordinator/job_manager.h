@@ -234,8 +234,8 @@ class JobManager {
   void ChargeJobLocked(const v1::Job& job, int64_t now);
   // The slots a running job is charged for: its ranks and its spares.
   int SlotsHeldLocked(const v1::Job& job) const;
-  // At Recover: the usage of every job's past generations (ranks only:
-  // past spares are not stored).
+  // At Recover: the usage of every job's past generations (each charged
+  // as the ranks and spares the job holds now: past ones are not stored).
   void RebuildUsageLocked();
   // Keeps the pass's order, estimates and reasons; a job's log records a
   // decision when the kind of what it waits for changes.

@@ -129,6 +129,9 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     plan.set_slots_total(plan.slots_total() + w.total_slots);
     plan.set_slots_free(plan.slots_free() + w.free_slots);
   }
+  for (const auto& [id, workers] : held_spares_) {
+    plan.set_slots_spare(plan.slots_spare() + static_cast<int>(workers.size()));
+  }
   SetAvailableMemoryLocked(job.spec().training().device() == "cuda", plan.mutable_memory());
   // The real scheduler over the real queue with this job at its end: the
   // same answer a submission would get now.

@@ -116,9 +116,10 @@ void JobManager::RebuildUsageLocked() {
   const int64_t now = clock_.NowUnixMs();
   for (const std::string& id : order_) {
     const v1::Job& job = jobs_.at(id);
-    // Past generations' world sizes are not kept: each counts as the
-    // current one (the spec's ranks for most jobs).
-    const int slots = std::max(job.world_size(), 1);
+    // Past generations' world sizes and spares are not kept: each counts
+    // as the current ones (the spec's ranks for most jobs, and the spares
+    // a running job held when it was last stored).
+    const int slots = std::max(SlotsHeldLocked(job), 1);
     int64_t running_since = -1;
     for (const v1::Transition& t : job.transitions()) {
       if (running_since >= 0) {

@@ -163,6 +163,12 @@ TEST(DryRunRenderTest, WhereItWouldRunOrWhyItWouldWaitAndTheShardPlan) {
                         "of a slot of w1\n"));
   plan->clear_memory();
 
+  // Free slots held as running jobs' spares are said apart.
+  plan->set_slots_spare(1);
+  EXPECT_THAT(RenderDryRunPlan(response),
+              HasSubstr("(needs 2 slots; 3 of 3 free (1 held as a spare) on 2 workers)"));
+  plan->set_slots_spare(0);
+
   plan->clear_placement();
   plan->set_waiting("waits behind job-3");
   plan->set_jobs_ahead(1);

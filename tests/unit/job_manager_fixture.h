@@ -62,6 +62,15 @@ inline SchedulingConfig TestPolicy(const std::string& yaml) {
   return config.ok() ? *config : DefaultSchedulingConfig();
 }
 
+// `user`'s decayed slot-hours in `jobs`' queue, or -1 when it lists none.
+inline double UsageSlotHours(JobManager& jobs, const std::string& user) {
+  const v1::GetQueueResponse queue = jobs.Queue();
+  for (const v1::UserStanding& u : queue.users()) {
+    if (u.user() == user) return u.usage_slot_hours();
+  }
+  return -1;
+}
+
 class JobManagerTest : public ::testing::Test {
  protected:
   JobManagerTest()

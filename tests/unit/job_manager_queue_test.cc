@@ -185,23 +185,14 @@ TEST_F(JobManagerQueueTest, UsageIsRebuiltFromTheStoredJobsAfterARestart) {
   clock_.AdvanceMs(kHour);
   Finish("w1", job);
   ASSERT_TRUE(jobs_.Flush().ok());
-  double before = -1;
-  const v1::GetQueueResponse mine = jobs_.Queue();
-  for (const v1::UserStanding& u : mine.users()) {
-    if (u.user() == "alice") before = u.usage_slot_hours();
-  }
+  const double before = UsageSlotHours(jobs_, "alice");
   EXPECT_NEAR(before, 2 * 0.986, 0.01);  // two slots for an hour, decayed
 
   EventHub events;
   Rendezvous rendezvous;
   JobManager again(clock_, events, rendezvous, store_, 5'000, 1'000);
   ASSERT_TRUE(again.Recover().ok());
-  double after = -1;
-  const v1::GetQueueResponse theirs_q = again.Queue();
-  for (const v1::UserStanding& u : theirs_q.users()) {
-    if (u.user() == "alice") after = u.usage_slot_hours();
-  }
-  EXPECT_NEAR(after, before, 1e-6);
+  EXPECT_NEAR(UsageSlotHours(again, "alice"), before, 1e-6);
 }
 
 TEST_F(JobManagerQueueTest, AReloadThatDropsAClassSaysSoInTheJobsLog) {

@@ -121,14 +121,33 @@ TEST_F(SparesTest, SparesCostTheirOwnerFairShare) {
   clock_.AdvanceMs(3'600'000);
   for (int r = 0; r < 3; ++r) Exit("w" + std::to_string(r + 1), job.id(), r, 0);
   ASSERT_EQ(jobs_.Get(job.id())->state(), v1::JOB_STATE_SUCCEEDED);
-  double usage = -1;
-  const v1::GetQueueResponse queue = jobs_.Queue();
-  for (const v1::UserStanding& u : queue.users()) {
-    if (u.user() == "alice") usage = u.usage_slot_hours();
-  }
   // Five slots (3 ranks, 2 spares) for an hour, decayed as in
   // job_manager_queue_test.
-  EXPECT_NEAR(usage, 5 * 0.986, 0.01);
+  EXPECT_NEAR(UsageSlotHours(jobs_, "alice"), 5 * 0.986, 0.01);
+}
+
+// A restarted coordinator charges the running job's spares too, and a dry
+// run tells the held spares apart from the other free slots.
+TEST_F(SparesTest, SparesAreChargedAfterARestartAndShownByADryRun) {
+  for (int w = 1; w <= 5; ++w) links_.push_back(AddWorker("w" + std::to_string(w), 1));
+  const v1::Job job = *jobs_.Submit(
+      FaultSpec(3, 24, "fault_tolerance: {in_place: true, spares: 2}\n"), false, "", "alice");
+  RunRanks(job.id(), Workers(1, 3));
+  ASSERT_EQ(Spares(*jobs_.Get(job.id())).size(), 2u);
+  const v1::DryRunPlan plan =
+      jobs_.DryRun(FaultSpec(1, 24, "fault_tolerance: {max_restarts: 0}\n"))->plan();
+  EXPECT_EQ(plan.slots_free(), 2);
+  EXPECT_EQ(plan.slots_spare(), 2);
+
+  clock_.AdvanceMs(3'600'000);
+  ASSERT_TRUE(jobs_.Flush().ok());
+  EventHub events;
+  Rendezvous rendezvous;
+  JobManager again(clock_, events, rendezvous, store_, 5'000, 1'000);
+  ASSERT_TRUE(again.Recover().ok());
+  // Five slots (3 ranks, 2 spares) for an hour, as the running coordinator
+  // charges them (SparesCostTheirOwnerFairShare).
+  EXPECT_NEAR(UsageSlotHours(again, "alice"), 5 * 0.986, 0.01);
 }
 
 TEST_F(SparesTest, SparesNeedInPlaceRecovery) {
