@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model_fixtures.h"
+#include "saved_script_module.h"
 #include "worker/train/models/model.h"
 
 namespace trainctl::train {
@@ -37,12 +38,7 @@ std::string SaveModule(const std::string& code) {
                                 .requires_grad_(true),
                             false);
   module.define(code);
-  char path[] = "/tmp/trainctl-ts-XXXXXX";
-  const int fd = mkstemp(path);
-  EXPECT_GE(fd, 0);
-  close(fd);
-  module.save(path);
-  return path;
+  return SaveToTempFile(module);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path, const DataInfo& data) {

@@ -8,6 +8,7 @@
 
 #include "common/spec.h"
 #include "model_fixtures.h"
+#include "saved_script_module.h"
 #include "worker/train/autocast_scope.h"
 
 namespace trainctl::train {
@@ -150,11 +151,7 @@ TEST(ModelsTest, TorchScriptModuleTrainsInPlace) {
     def forward(self, x):
         return torch.matmul(x.flatten(1), self.weight.t()) + self.bias
   )");
-  char path[] = "/tmp/trainctl-ts-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  module.save(path);
+  const std::string path = SaveToTempFile(module);
 
   auto model = Build(Spec(std::string("model: {type: torchscript, path: ") +
                           path + "}\n" + kIdx),
@@ -169,7 +166,7 @@ TEST(ModelsTest, TorchScriptModuleTrainsInPlace) {
   torch::nn::functional::cross_entropy(out, torch::tensor({1, 2, 3, 4})).backward();
   sgd.step();
   EXPECT_FALSE(torch::equal(before, params[0]));
-  std::remove(path);
+  std::remove(path.c_str());
 
   absl::StatusOr<std::unique_ptr<Model>> missing = BuildModel(
       Spec(std::string("model: {type: torchscript, path: /nonexistent.pt}\n") +
@@ -190,12 +187,7 @@ TEST(ModelsTest, TorchScriptModuleMayBringItsOwnLoss) {
     module.register_parameter(
         "weight", torch::zeros({10, 784}).requires_grad_(true), false);
     module.define(code);
-    char path[] = "/tmp/trainctl-ts-XXXXXX";
-    const int fd = mkstemp(path);
-    EXPECT_GE(fd, 0);
-    close(fd);
-    module.save(path);
-    return std::string(path);
+    return SaveToTempFile(module);
   };
   const std::string forward = R"(
     def forward(self, x):
