@@ -218,12 +218,36 @@ absl::StatusOr<int64_t> WindowCount(const std::string& field,
   return limit > 0 ? std::min(windows, limit) : windows;
 }
 
-// Rows of an .npy inputs array checked against its labels array, or, with
-// no labels (task language_model), next-token windows of a 1-D array.
+// An array that must hold a row for each row of the inputs: the labels,
+// or a named input (data.train_inputs).
+struct ArrayBeside {
+  std::string field, path;
+};
+
+// OK when the .npy at `beside` has `rows` rows.
+absl::Status CheckRowsBeside(const ArrayBeside& beside, int64_t rows,
+                             const std::string& field) {
+  struct stat st;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(beside.field, beside.path, &st));
+  ScopedFd owned(fd);
+  ASSIGN_OR_RETURN(const NpyHeader header,
+                   ReadNpyHeader(fd, st.st_size, beside.field, beside.path));
+  if (header.shape.empty() || header.rows() != rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        beside.field, ": ", beside.path, ": has ",
+        header.shape.empty() ? 0 : header.rows(), " rows but ", field, " has ", rows));
+  }
+  return absl::OkStatus();
+}
+
+// Rows of an .npy inputs array checked against its labels array and its
+// named inputs' arrays, or, with no labels (task language_model),
+// next-token windows of a 1-D array.
 absl::StatusOr<int64_t> NpyCount(const std::string& field,
                                  const std::string& path,
                                  const std::string& labels_field,
                                  const std::string& labels_path,
+                                 const std::vector<ArrayBeside>& named,
                                  const v1::DataSpec& data, int64_t limit) {
   struct stat st;
   ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
@@ -244,19 +268,10 @@ absl::StatusOr<int64_t> NpyCount(const std::string& field,
     }
     samples = (inputs.rows() - 1) / seq_len;
   } else {
-    struct stat label_st;
-    ASSIGN_OR_RETURN(const int label_fd,
-                     OpenRegularFile(labels_field, labels_path, &label_st));
-    ScopedFd label_owned(label_fd);
-    ASSIGN_OR_RETURN(const NpyHeader labels,
-                     ReadNpyHeader(label_fd, label_st.st_size, labels_field,
-                                   labels_path));
-    if (labels.shape.empty() || labels.rows() != inputs.rows()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          labels_field, ": ", labels_path, ": has ",
-          labels.shape.empty() ? 0 : labels.rows(), " rows but ", field,
-          " has ", inputs.rows()));
-    }
+    RETURN_IF_ERROR(CheckRowsBeside({labels_field, labels_path}, inputs.rows(), field));
+  }
+  for (const ArrayBeside& input : named) {
+    RETURN_IF_ERROR(CheckRowsBeside(input, inputs.rows(), field));
   }
   if (samples < 1) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": has no rows"));
@@ -297,6 +312,22 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
           " files but ", field, " names ", shards.size()));
     }
   }
+  // Named inputs' files, paired with the shards as the labels are.
+  std::vector<std::vector<std::string>> input_shards;
+  std::vector<std::string> input_fields;
+  if (format == "npy") {
+    for (const v1::NamedPath& input : eval ? data.eval_inputs() : data.train_inputs()) {
+      input_fields.push_back(absl::StrCat(eval ? "data.eval_inputs." : "data.train_inputs.",
+                                          input.name()));
+      ASSIGN_OR_RETURN(input_shards.emplace_back(),
+                       ResolveShards(input_fields.back(), input.path()));
+      if (input_shards.back().size() != shards.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            input_fields.back(), ": ", input.path(), ": names ",
+            input_shards.back().size(), " files but ", field, " names ", shards.size()));
+      }
+    }
+  }
   // The shards' samples in order; `limit` takes the first of them all.
   int64_t total = 0;
   for (size_t i = 0; i < shards.size(); ++i) {
@@ -317,9 +348,13 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
                                           limits.deadline));
       count = static_cast<int64_t>(samples.size());
     } else if (format == "npy") {
+      std::vector<ArrayBeside> named;
+      for (size_t k = 0; k < input_shards.size(); ++k) {
+        named.push_back({input_fields[k], input_shards[k][i]});
+      }
       ASSIGN_OR_RETURN(count, NpyCount(field, shard, labels_field,
                                        label_shards.empty() ? "" : label_shards[i],
-                                       data, left));
+                                       named, data, left));
     } else {
       // tensors: readable and regular is all that can be told without torch.
       ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, shard));

@@ -245,6 +245,30 @@ TEST_F(DataProbeTest, NpyRowsAreCountedFromTheHeader) {
   EXPECT_THAT(ErrorOf(d), HasSubstr("holds 24 bytes of elements but its header announces 26"));
 }
 
+// Each named input (data.train_inputs) needs a row per input row, in as
+// many files as train_path names: a dry run says so before any rank starts.
+TEST_F(DataProbeTest, NamedNpyInputsAreCheckedAgainstTheInputs) {
+  using trainctl::testing::Elements;
+  using trainctl::testing::Npy;
+  v1::DataSpec d = Data("npy");
+  d.set_train_path(Write("ids.npy", Npy("<i8", "(4, 3)", Elements<int64_t>(std::vector<int64_t>(12)))));
+  d.set_train_labels(Write("y.npy", Npy("<i8", "(4,)", Elements<int64_t>({0, 1, 0, 1}))));
+  d.set_input_name("input_ids");
+  v1::NamedPath* mask = d.add_train_inputs();
+  mask->set_name("attention_mask");
+  mask->set_path(Write("mask.npy", Npy("|u1", "(4, 3)", Elements<uint8_t>(std::vector<uint8_t>(12, 1)))));
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(d);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 4);
+
+  mask->set_path(Write("short.npy", Npy("|u1", "(3, 3)", Elements<uint8_t>(std::vector<uint8_t>(9, 1)))));
+  EXPECT_THAT(ErrorOf(d), HasSubstr("data.train_inputs.attention_mask: " + dir_ +
+                                    "/short.npy: has 3 rows but data.train_path has 4"));
+  mask->set_path(dir_ + "/*.npz");
+  EXPECT_THAT(ErrorOf(d), HasSubstr("data.train_inputs.attention_mask: " + dir_ +
+                                    "/*.npz: names no regular file"));
+}
+
 TEST_F(DataProbeTest, ShardedPathsAreCountedAcrossTheirFiles) {
   std::filesystem::create_directories(dir_ + "/shards");
   Write("shards/a.bin", std::string(2 * 13, '\1'));  // 3 windows of 4
