@@ -1,6 +1,8 @@
 #include "common/shipped_files.h"
 
 #include <set>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,15 +47,18 @@ const FileField kFileFields[] = {
 constexpr char kTrainInputs[] = "data.train_inputs.";
 constexpr char kEvalInputs[] = "data.eval_inputs.";
 
-template <typename Inputs>
-auto* NamedInputPath(Inputs& inputs, const std::string& field, const std::string& prefix) {
-  using Path = decltype(inputs.begin()->mutable_path());
-  if (field.compare(0, prefix.size(), prefix) != 0) return Path{nullptr};
-  const std::string name = field.substr(prefix.size());
-  for (auto& input : inputs) {
-    if (input.name() == name) return input.mutable_path();
+// The named input `field` stands for, or null.
+const v1::NamedPath* FindNamedInput(const v1::JobSpec& spec, const std::string& field) {
+  for (const auto& [prefix, inputs] :
+       {std::make_pair(kTrainInputs, &spec.data().train_inputs()),
+        std::make_pair(kEvalInputs, &spec.data().eval_inputs())}) {
+    const size_t length = std::char_traits<char>::length(prefix);
+    if (field.compare(0, length, prefix) != 0) continue;
+    for (const v1::NamedPath& input : *inputs) {
+      if (input.name() == field.substr(length)) return &input;
+    }
   }
-  return Path{nullptr};
+  return nullptr;
 }
 
 }  // namespace
@@ -85,17 +90,17 @@ std::string* MutableSpecFilePath(v1::JobSpec* spec, const std::string& field) {
   for (const FileField& f : kFileFields) {
     if (field == f.name) return f.mutable_path(spec);
   }
-  v1::DataSpec* d = spec->mutable_data();
-  if (std::string* path = NamedInputPath(*d->mutable_train_inputs(), field, kTrainInputs)) {
-    return path;
-  }
-  return NamedInputPath(*d->mutable_eval_inputs(), field, kEvalInputs);
+  // The element lives in *spec, which the caller may change.
+  const v1::NamedPath* input = FindNamedInput(*spec, field);
+  return input == nullptr ? nullptr : const_cast<v1::NamedPath*>(input)->mutable_path();
 }
 
 const std::string* SpecFilePath(const v1::JobSpec& spec, const std::string& field) {
-  // The same lookup; the const_cast only lets it share the code, nothing
-  // is written.
-  return MutableSpecFilePath(const_cast<v1::JobSpec*>(&spec), field);
+  for (const FileField& f : kFileFields) {
+    if (field == f.name) return &f.path(spec);
+  }
+  const v1::NamedPath* input = FindNamedInput(spec, field);
+  return input == nullptr ? nullptr : &input->path();
 }
 
 bool IsSubmitterPath(const std::string& path) {
