@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -44,6 +45,24 @@ class CollectiveWaitTest : public ::testing::Test {
 
   std::atomic<bool> abandoned_{false};
 };
+
+// A collective that completes just as a wait's slice runs out: Work::wait
+// with a timeout throws "Operation timed out!", and by the time the work is
+// asked, it is done. Its result stands (a rank used to fail at startup on
+// this race, in_place_recovery_test).
+class DoneAsTheSliceEnds : public c10d::Work {
+ public:
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout.count() == 0) return c10d::Work::wait(timeout);  // no timeout
+    finish();
+    throw std::runtime_error("Operation timed out!");
+  }
+};
+
+TEST_F(CollectiveWaitTest, ACollectiveDoneAsASliceEndsIsDone) {
+  auto work = c10::make_intrusive<DoneAsTheSliceEnds>();
+  EXPECT_NO_THROW(WaitForCollective(*work));
+}
 
 TEST_F(CollectiveWaitTest, AnAbandonedGroupsCollectiveEndsWhenTold) {
   std::vector<GroupPtr> groups = TwoGroups();

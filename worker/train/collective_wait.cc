@@ -37,8 +37,13 @@ void WaitForCollective(c10d::Work& work) {
       work.wait(kSlice);
       return;
     } catch (const std::exception&) {
-      // Done with an error: that error. Not done: the slice ran out.
-      if (work.isCompleted()) throw;
+      // The slice ran out, or the work failed. Done by now (it may have
+      // completed just after the slice ran out): a wait without a timeout
+      // returns at once, or throws the work's own error.
+      if (work.isCompleted()) {
+        work.wait();
+        return;
+      }
     }
   }
 }
