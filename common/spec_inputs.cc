@@ -30,26 +30,35 @@ void ReadNamedPaths(SpecReader& s, const std::string& key,
     return;
   }
   if (node.IsMap()) {
+    // Read each path as any spec string is read (length, control
+    // characters), so the map form refuses what the list form refuses: the
+    // spec's JSON, which prints the list form, must parse back.
+    SpecReader map(node, at, errors);
     for (const auto& entry : node) {
-      const std::string name = entry.first.Scalar();
-      if (!entry.second.IsScalar() || entry.second.Scalar().empty() ||
-          entry.second.Scalar().size() > kMaxSpecStringBytes) {
-        s.Error(absl::StrCat(at, ".", Abbreviated(name)),
-                absl::StrCat("must be a path of at most ", kMaxSpecStringBytes, " bytes"));
+      v1::NamedPath* input = out->Add();
+      input->set_name(entry.first.IsScalar() ? entry.first.Scalar() : "");
+      // A name that is no identifier is refused by CheckNamedInputs, which
+      // says so without quoting it.
+      if (!IsInputName(input->name())) continue;
+      if (entry.second.IsNull() ||
+          (entry.second.IsScalar() && entry.second.Scalar().empty())) {
+        map.Error(map.Path(input->name()), "must be a path");
         continue;
       }
-      v1::NamedPath* input = out->Add();
-      input->set_name(name);
-      input->set_path(entry.second.Scalar());
+      input->set_path(map.String(input->name(), ""));
     }
     return;
   }
   for (size_t i = 0; i < node.size(); ++i) {
     SpecReader item(node[i], absl::StrCat(at, "[", i, "]"), errors);
     v1::NamedPath* input = out->Add();
-    input->set_name(item.String("name", ""));
+    const size_t errors_before = errors->size();
     input->set_path(item.String("path", ""));
-    if (input->path().empty()) item.Error(item.Path("path"), "is required");
+    // Said once: a path refused as a string is not also missing.
+    if (input->path().empty() && errors->size() == errors_before) {
+      item.Error(item.Path("path"), "is required");
+    }
+    input->set_name(item.String("name", ""));
     item.RejectUnknown();
   }
 }
@@ -58,13 +67,18 @@ void CheckNames(const google::protobuf::RepeatedPtrField<v1::NamedPath>& inputs,
                 const std::string& field, const std::string& input_name,
                 std::vector<std::string>* errors) {
   std::set<std::string> seen;
+  int position = 0;
   for (const v1::NamedPath& input : inputs) {
-    const std::string at = absl::StrCat(field, ".", Abbreviated(input.name()));
+    ++position;
     if (!IsInputName(input.name())) {
+      // Not quoted: it may hold anything, control characters included.
       errors->push_back(absl::StrCat(
-          at, ": an input's name must be a Python identifier (the model's "
-              "forward argument it is passed to)"));
-    } else if (input.name() == input_name) {
+          field, ": input ", position, "'s name must be a Python identifier "
+          "(the model's forward argument it is passed to)"));
+      continue;
+    }
+    const std::string at = absl::StrCat(field, ".", input.name());
+    if (input.name() == input_name) {
       errors->push_back(absl::StrCat(at, ": is train_path's input (data.input_name)"));
     } else if (!seen.insert(input.name()).second) {
       errors->push_back(absl::StrCat(at, ": is named twice"));

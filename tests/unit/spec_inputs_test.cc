@@ -12,6 +12,7 @@ namespace trainctl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kModel = "model: {type: torchscript, path: /m/bert.pt}\n";
 
@@ -61,12 +62,15 @@ TEST(SpecInputsTest, TheirRulesNameTheField) {
             "data.train_inputs: task language_model reads one token stream"},
            {kModel + "data: {format: npy, train_path: /d/ids.npy, train_labels: /d/y.npy, "
                      "train_inputs: {2mask: /d/m.npy}}",
-            "data.train_inputs.2mask: an input's name must be a Python identifier"},
+            "data.train_inputs: input 1's name must be a Python identifier"},
            {kModel + "data: {format: npy, train_path: /d/ids.npy, train_labels: /d/y.npy, "
                      "train_inputs: {input_ids: /d/m.npy}}",
             "data.train_inputs.input_ids: is train_path's input (data.input_name)"},
            {kModel + "data: {format: npy, train_path: /d/ids.npy, train_labels: /d/y.npy, "
                      "train_inputs: {attention_mask: {path: /d/m.npy}}}",
+            "data.train_inputs.attention_mask: must be a string"},
+           {kModel + "data: {format: npy, train_path: /d/ids.npy, train_labels: /d/y.npy, "
+                     "train_inputs: {attention_mask: ~}}",
             "data.train_inputs.attention_mask: must be a path"},
            {kModel + "data: {format: npy, train_path: /d/ids.npy, train_labels: /d/y.npy, "
                      "train_inputs: {attention_mask: /d/m.npy}, eval_path: /d/e.npy, "
@@ -85,6 +89,39 @@ TEST(SpecInputsTest, TheirRulesNameTheField) {
     ASSERT_FALSE(spec.ok()) << c.spec;
     EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.error)) << c.spec;
   }
+}
+
+// The map form reads its paths as the list form does: `--dry-run` prints the
+// list form, and a spec it accepted must parse back from that JSON.
+TEST(SpecInputsTest, TheMapFormRefusesWhatTheListFormRefuses) {
+  for (const auto& [inputs, error] : std::vector<std::pair<std::string, std::string>>{
+           {"{attention_mask: \"/d/m\\x01.npy\"}",
+            "data.train_inputs.attention_mask: must not contain control characters"},
+           {"[{name: attention_mask, path: \"/d/m\\x01.npy\"}]",
+            "data.train_inputs[0].path: must not contain control characters"}}) {
+    absl::StatusOr<v1::JobSpec> spec = Parse(", train_inputs: " + inputs);
+    ASSERT_FALSE(spec.ok()) << inputs;
+    const std::string message(spec.status().message());
+    EXPECT_THAT(message, HasSubstr(error)) << inputs;
+    EXPECT_THAT(message, Not(HasSubstr("is required"))) << inputs;
+  }
+  absl::StatusOr<v1::JobSpec> spec =
+      Parse(", train_inputs: {attention_mask: /d/m.npy}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->SerializeAsString(), spec->SerializeAsString());
+}
+
+// A name that is no identifier is refused by its position: it may hold
+// control characters that would act on the reader's terminal.
+TEST(SpecInputsTest, ABadNameIsNotQuoted) {
+  absl::StatusOr<v1::JobSpec> spec =
+      Parse(", train_inputs: {attention_mask: /d/m.npy, \"\\e[31mred\": /d/r.npy}");
+  ASSERT_FALSE(spec.ok());
+  const std::string message(spec.status().message());
+  EXPECT_THAT(message, HasSubstr("data.train_inputs: input 2's name must be a Python identifier"));
+  EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
 }
 
 TEST(SpecInputsTest, ANamedInputIsAFileFieldThatMayBeShipped) {
