@@ -14,6 +14,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/audio_manifest.h"
 #include "common/data_shards.h"
 #include "common/npy_header.h"
 #include "common/status_macros.h"
@@ -279,6 +280,29 @@ absl::StatusOr<int64_t> NpyCount(const std::string& field,
   return limit > 0 ? std::min(samples, limit) : samples;
 }
 
+// format audio: the manifest's rows, each checked as the ranks check it;
+// the sound files themselves are opened by the ranks.
+absl::StatusOr<int64_t> AudioManifestCount(const std::string& field,
+                                           const std::string& path,
+                                           const v1::AudioSpec& audio, int64_t limit,
+                                           const DataProbeLimits& limits) {
+  struct stat st;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
+  ScopedFd owned(fd);
+  if (st.st_size > limits.max_bytes_read) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        field, ": ", path, " is over the data probe's limit of ", limits.max_bytes_read,
+        " bytes; the ranks count its rows when the job starts"));
+  }
+  std::string text;
+  if (!ReadFullyAt(fd, 0, static_cast<size_t>(st.st_size), &text)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": cannot read it"));
+  }
+  ASSIGN_OR_RETURN(const std::vector<AudioManifestRow> rows,
+                   ParseAudioManifest(text, audio, field, path, limit));
+  return static_cast<int64_t>(rows.size());
+}
+
 // One set's samples (train or eval), limit applied.
 absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
                                  const DataProbeLimits& limits) {
@@ -296,10 +320,11 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
   const std::string& labels = eval ? data.eval_labels() : data.train_labels();
   RETURN_IF_ERROR(NeedsPath(field, path, format));
   if (format != "csv" && format != "tokens" && format != "text" &&
-      format != "npy" && format != "tensors" && format != "webdataset") {
+      format != "npy" && format != "tensors" && format != "webdataset" &&
+      format != "audio") {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.format: unknown format '", format,
-        "' (expected idx, csv, tokens, text, tensors, npy or webdataset)"));
+        "' (expected idx, csv, tokens, text, tensors, npy, webdataset or audio)"));
   }
   ASSIGN_OR_RETURN(const std::vector<std::string> shards,
                    ResolveShards(field, path));
@@ -339,6 +364,8 @@ absl::StatusOr<int64_t> CountSet(const v1::DataSpec& data, bool eval,
       ASSIGN_OR_RETURN(count, CsvRowCount(field, shard, data.header(), left, limits));
     } else if (format == "tokens" || format == "text") {
       ASSIGN_OR_RETURN(count, WindowCount(field, shard, data, left));
+    } else if (format == "audio") {
+      ASSIGN_OR_RETURN(count, AudioManifestCount(field, shard, data.audio(), left, limits));
     } else if (format == "webdataset") {
       struct stat st;
       ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, shard, &st));

@@ -1,5 +1,6 @@
 #include "common/data_shape_probe.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/audio_manifest.h"
 #include "common/data_shards.h"
 #include "common/npy_header.h"
 
@@ -104,6 +106,26 @@ void ProbeCsv(const v1::DataSpec& data, const std::string& path, PlanData* out) 
   if (columns >= 2) out->input_shape = {columns - 1};
 }
 
+// audio: the classes, the manifest's largest label + 1 when it is within
+// the read limit (the spectrogram's shape is the spec's: ResolvePlanData).
+void ProbeAudio(const v1::DataSpec& data, const std::string& manifest,
+                const DataProbeLimits& limits, PlanData* out) {
+  struct stat st;
+  absl::StatusOr<int> fd = OpenRegularFile("data.train_path", manifest, &st);
+  if (!fd.ok()) return;
+  std::string text;
+  const bool read = st.st_size <= limits.max_bytes_read &&
+                    ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
+  ::close(*fd);
+  if (!read) return;
+  absl::StatusOr<std::vector<AudioManifestRow>> rows =
+      ParseAudioManifest(text, data.audio(), "data.train_path", manifest);
+  if (!rows.ok()) return;
+  for (const AudioManifestRow& row : *rows) {
+    out->num_classes = std::max(out->num_classes, row.label + 1);
+  }
+}
+
 }  // namespace
 
 PlanData ProbeSampleShape(const v1::DataSpec& data, const DataProbeLimits& limits) {
@@ -112,11 +134,15 @@ PlanData ProbeSampleShape(const v1::DataSpec& data, const DataProbeLimits& limit
     ProbeIdx(data, limits, &out);
     return out;
   }
-  if (data.format() != "npy" && data.format() != "csv") return out;
+  if (data.format() != "npy" && data.format() != "csv" && data.format() != "audio") {
+    return out;
+  }
   absl::StatusOr<std::vector<std::string>> shards =
       ResolveShards("data.train_path", data.train_path());
   if (!shards.ok() || shards->empty()) return out;
-  if (data.format() == "npy") {
+  if (data.format() == "audio") {
+    ProbeAudio(data, shards->front(), limits, &out);
+  } else if (data.format() == "npy") {
     ProbeNpy(shards->front(), &out);
   } else {
     ProbeCsv(data, shards->front(), &out);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/spec_audio.h"
 
 namespace trainctl {
 namespace {
@@ -36,6 +37,8 @@ bool IsTransformer(const v1::JobSpec& spec) {
 PlanData ResolvePlanData(const v1::JobSpec& spec, PlanData data) {
   const v1::DataSpec& d = spec.data();
   if (d.format() == "text") data.vocab_size = 256;
+  // A spectrogram's shape is the spec's, whatever the sound files hold.
+  if (d.format() == "audio") data.input_shape = {1, d.audio().n_mels(), AudioFrames(d.audio())};
   if ((d.format() == "text" || d.format() == "tokens") && d.seq_len() > 0) {
     data.input_shape = {d.seq_len()};
   }
@@ -75,17 +78,19 @@ absl::StatusOr<Shapes> ParameterShapes(const v1::JobSpec& spec, const PlanData& 
     return absl::OkStatus();
   };
   Shapes shapes;
-  if (m.type() == "mlp" || m.type() == "cnn") {
+  const bool cnn = m.type() == "cnn" || m.type() == "audio_cnn";
+  if (m.type() == "mlp" || cnn) {
     if (data.input_shape.empty()) {
       return absl::FailedPreconditionError(
           "the input size comes from the data, which no worker has read yet");
     }
     if (absl::Status s = need_classes(); !s.ok()) return s;
     int64_t width = Numel(data.input_shape);
-    if (m.type() == "cnn") {
+    if (cnn) {
       const std::vector<int64_t>& in = data.input_shape;
       if (in.size() < 2 || in.size() > 3 || m.channels_size() != 2) {
-        return absl::FailedPreconditionError("cnn needs image inputs [C, H, W] or [H, W]");
+        return absl::FailedPreconditionError(
+            absl::StrCat(m.type(), " needs inputs [C, H, W] or [H, W]"));
       }
       const int64_t c = in.size() == 3 ? in[0] : 1;
       const int64_t h = in[in.size() - 2], w = in[in.size() - 1];
@@ -93,7 +98,8 @@ absl::StatusOr<Shapes> ParameterShapes(const v1::JobSpec& spec, const PlanData& 
       shapes.push_back({m.channels(0)});
       shapes.push_back({m.channels(1), m.channels(0), 3, 3});
       shapes.push_back({m.channels(1)});
-      width = m.channels(1) * (h / 4) * (w / 4);
+      // audio_cnn averages the blocks' output over its width (time).
+      width = m.channels(1) * (h / 4) * (m.type() == "audio_cnn" ? 1 : w / 4);
     }
     for (int32_t hidden : m.hidden()) {
       AddLinear(&shapes, width, hidden);
@@ -192,9 +198,10 @@ ActivationElements CnnActivations(const v1::ModelSpec& m, const std::vector<int6
   // conv, ReLU, pool (a quarter) for each of the two blocks.
   e += 2 * m.channels(0) * h * w + m.channels(0) * (h / 2) * (w / 2);
   e += 2 * m.channels(1) * (h / 2) * (w / 2) + m.channels(1) * (h / 4) * (w / 4);
+  if (m.type() == "audio_cnn") e += m.channels(1) * (h / 4);  // the time average
   for (int32_t hidden : m.hidden()) e += 2 * hidden;
   e += 2 * out;
-  return {e, e};  // cnn does not checkpoint
+  return {e, e};  // cnn and audio_cnn do not checkpoint
 }
 
 ActivationElements TransformerActivations(const v1::JobSpec& spec, int64_t tokens,
@@ -236,7 +243,7 @@ v1::MemoryPlan PlanRankMemory(const v1::JobSpec& spec, const PlanData& given,
   const int64_t out = spec.task() == "classification" ? data.num_classes : data.target_width;
   if (m.type() == "mlp") {
     a = MlpActivations(m, Numel(data.input_shape), out);
-  } else if (m.type() == "cnn") {
+  } else if (m.type() == "cnn" || m.type() == "audio_cnn") {
     a = CnnActivations(m, data.input_shape, out);
   } else {
     const int64_t tokens = data.input_shape.empty() ? m.max_seq_len() : data.input_shape.back();

@@ -13,6 +13,7 @@
 #include "common/eval_metric_names.h"
 #include "common/shipped_files.h"
 #include "common/spec_outputs.h"
+#include "common/spec_audio.h"
 #include "common/spec_inputs.h"
 #include "common/spec_reader.h"
 
@@ -50,7 +51,7 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   const bool shorthand = node && node.IsScalar();
   SpecReader s(shorthand ? YAML::Node() : node, "model", errors);
   const std::vector<std::string> kModels = {
-      "mlp", "cnn", "transformer_classifier", "gpt", "torchscript"};
+      "mlp", "cnn", "audio_cnn", "transformer_classifier", "gpt", "torchscript"};
   if (shorthand) {
     m->set_type(node.Scalar());
     if (std::find(kModels.begin(), kModels.end(), m->type()) == kModels.end()) {
@@ -64,7 +65,7 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   } else {
     m->set_type(s.Choice("type", "", kModels, "model"));
   }
-  const bool cnn = m->type() == "cnn";
+  const bool cnn = m->type() == "cnn" || m->type() == "audio_cnn";
   Assign(m->mutable_hidden(),
          s.IntList("hidden", cnn ? std::vector<int64_t>{128}
                                  : std::vector<int64_t>{512, 256},
@@ -150,7 +151,7 @@ void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   SpecReader s(top.Child("data"), "data", errors);
   d->set_format(
       s.Choice("format", "idx",
-               {"idx", "csv", "tokens", "text", "tensors", "npy", "webdataset"},
+               {"idx", "csv", "tokens", "text", "tensors", "npy", "webdataset", "audio"},
                "format"));
   d->set_train_images(s.String("train_images", ""));
   d->set_train_labels(s.String("train_labels", ""));
@@ -168,6 +169,7 @@ void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   d->set_seq_len(s.Int("seq_len", 128, 1, 1 << 20));
   ReadTransforms(s, d->mutable_transforms(), errors);
   ReadNamedInputs(s, d, errors);
+  ReadAudioSpec(s, d, errors);
   if (d->delimiter().size() != 1) {
     s.Error("data.delimiter", "must be exactly one character");
   }
@@ -346,10 +348,11 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
         "model.type: gpt needs token data (data.format tokens, text, npy or "
         "tensors)");
   }
-  if (d.format() == "webdataset" && spec.task() != "classification") {
-    errors->push_back(absl::StrCat("task: data.format webdataset holds "
-                                   "labelled images; task ", spec.task(),
-                                   " needs another format"));
+  if ((d.format() == "webdataset" || d.format() == "audio") &&
+      spec.task() != "classification") {
+    errors->push_back(absl::StrCat("task: data.format ", d.format(), " holds labelled ",
+                                   d.format() == "audio" ? "sounds" : "images", "; task ",
+                                   spec.task(), " needs another format"));
   }
   // npy: labels beside the inputs, unless the array is a token stream.
   if (d.format() == "npy" && spec.task() != "language_model") {

@@ -52,6 +52,8 @@ class DataProbeTest : public trainctl::testing::TempDirTest {
     d.set_delimiter(",");
     d.set_token_dtype("uint16");
     d.set_seq_len(4);
+    d.mutable_audio()->set_path_column("path");
+    d.mutable_audio()->set_label_column("label");
     return d;
   }
 
@@ -301,11 +303,26 @@ TEST_F(DataProbeTest, WebDatasetSamplesAreCountedFromTheTarHeaders) {
   EXPECT_THAT(ErrorOf(d), HasSubstr("b.tar: sample 0 has an image but no .cls label"));
 }
 
+TEST_F(DataProbeTest, AudioManifestRowsAreCountedAsTheRanksReadThem) {
+  // The sound files are the ranks' to open: the probe reads the manifest.
+  v1::DataSpec d = Data("audio");
+  d.set_train_path(Write("train.csv", "label,path\n1,a.wav\n0,\"b, c.wav\"\n\n2,/d.flac\n"));
+  d.set_eval_path(Write("eval.csv", "path,label\na.wav,1\nb.wav,0\n"));
+  d.set_eval_limit(1);
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(d);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 3);
+  EXPECT_EQ(counts->eval_samples, 1);
+  d.set_train_path(Write("bad.csv", "path,label\na.wav,1\nb.wav\n"));
+  EXPECT_THAT(ErrorOf(d), HasSubstr("data.train_path: " + dir_ +
+                                    "/bad.csv: line 3: has 1 fields but the header row has 2"));
+}
+
 // C1 holds for the probe too: its errors never quote a file.
 TEST_F(DataProbeTest, ErrorsNeverQuoteTheFile) {
   const std::string secret = std::string(kSecret) + "-tail";
   const std::string path = Write("secret", secret);
-  for (const char* format : {"idx", "csv", "tokens", "text"}) {
+  for (const char* format : {"idx", "csv", "tokens", "text", "audio"}) {
     v1::DataSpec d = Data(format);
     d.set_seq_len(1000);
     d.set_header(true);

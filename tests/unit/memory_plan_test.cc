@@ -38,6 +38,10 @@ std::vector<Case> Models() {
        "model: {type: gpt, d_model: 64, n_layers: 3, n_heads: 4, max_seq_len: 32}\n"
        "data: {format: text, train_path: /a, seq_len: 32}\n",
        Tokens(32, 256)},
+      {"audio_cnn",
+       "model: {type: audio_cnn, channels: [8, 16], hidden: [32]}\n"
+       "data: {format: audio, train_path: /a.csv}\n",
+       Images({1, 40, 101})},
   };
 }
 
@@ -87,7 +91,7 @@ TEST(MemoryPlanTest, ActivationsFollowBatchAndCheckpointing) {
     EXPECT_GT(small.activation_bytes(), 0);
     EXPECT_EQ(large.activation_bytes(), 2 * small.activation_bytes());
     EXPECT_EQ(small.activation_bytes(), small.activation_bytes_plain());
-    if (c.name == "cnn") {  // it has no checkpointed blocks
+    if (c.name == "cnn" || c.name == "audio_cnn") {  // no checkpointed blocks
       EXPECT_EQ(small.activation_bytes_checkpointed(), small.activation_bytes_plain());
     } else {
       EXPECT_LT(small.activation_bytes_checkpointed(), small.activation_bytes_plain());
@@ -120,6 +124,14 @@ TEST(MemoryPlanTest, WhatTheDataDecidesIsNamedWhenUnknown) {
   // Text is bytes: a GPT on it is planned from the spec alone.
   plan = PlanRankMemory(Spec(Models()[3].spec), PlanData{}, 8);
   EXPECT_GT(plan.parameters(), 0);
+  // A spectrogram's shape is the spec's: the data need only give classes.
+  PlanData classes;
+  classes.num_classes = 8;
+  plan = PlanRankMemory(Spec("model: {type: audio_cnn, channels: [8, 16], hidden: [32]}\n"
+                             "data: {format: audio, train_path: /a.csv, audio: {n_mels: 40}}\n"),
+                        classes, 8);
+  EXPECT_EQ(plan.note(), "");
+  EXPECT_EQ(plan.parameters(), (8 * 9 + 8) + (16 * 8 * 9 + 16) + (16 * 10 * 32 + 32) + (32 * 8 + 8));
   // A random crop sizes the cnn's dense layer as the ranks see it.
   const std::string crop =
       "model: {type: cnn, num_classes: 10}\ndata: {train_images: /a, train_labels: /b,"

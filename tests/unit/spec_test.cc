@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
     All, SpecErrorTest,
     ::testing::Values(
         BadCase{"model: resnet\ndata: {train_images: a, train_labels: b}",
-                "model.type: unknown model 'resnet' (known: mlp, cnn, "
+                "model.type: unknown model 'resnet' (known: mlp, cnn, audio_cnn, "
                 "transformer_classifier, gpt, torchscript)"},
         BadCase{"data: {train_images: a, train_labels: b}",
                 "model.type: is required"},
