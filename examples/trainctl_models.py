@@ -18,7 +18,9 @@ the file's metadata, which `load` keeps as `model.trainctl`:
     trainctl.job_id, trainctl.job_name, trainctl.step, trainctl.epoch
 
 Inputs are what the job trained on: IDX and WebDataset images as float32
-in [0, 1] (uint8 / 255), [B, C, H, W] or [B, H, W]; token ids as int64.
+in [0, 1] (uint8 / 255), [B, C, H, W] or [B, H, W]; token ids as int64;
+for audio_cnn, log-mel spectrograms [B, 1, n_mels, frames] as
+docs/job-spec.md ("Audio") says how to compute them with torchaudio.
 `eval_inputs` applies the job's evaluation transforms (resize, centre crop,
 normalisation) to such images. Works with torch 1.13 and 2.x; needs the
 `safetensors` package (pip install safetensors).
@@ -51,10 +53,14 @@ class Mlp(nn.Module):
 
 
 class Cnn(nn.Module):
-    """Two conv(3x3, same)+ReLU+maxpool(2) blocks, dense ReLU layers, a head."""
+    """Two conv(3x3, same)+ReLU+maxpool(2) blocks, dense ReLU layers, a head.
+    average_over_width (audio_cnn): the blocks' output is averaged over its
+    last axis, a spectrogram's time, before the dense layers."""
 
-    def __init__(self, in_channels, channels, flat_features, hidden, out_features):
+    def __init__(self, in_channels, channels, flat_features, hidden, out_features,
+                 average_over_width=False):
         super().__init__()
+        self.average_over_width = average_over_width
         self.conv1 = nn.Conv2d(in_channels, channels[0], 3, padding=1)
         self.conv2 = nn.Conv2d(channels[0], channels[1], 3, padding=1)
         widths = [flat_features] + list(hidden)
@@ -68,6 +74,8 @@ class Cnn(nn.Module):
             x = x.unsqueeze(1)
         x = F.max_pool2d(torch.relu(self.conv1(x)), 2)
         x = F.max_pool2d(torch.relu(self.conv2(x)), 2)
+        if self.average_over_width:
+            x = x.mean(3)
         x = x.flatten(1)
         for i in range(self.hidden):
             x = torch.relu(getattr(self, f"fc{i}")(x))
@@ -151,11 +159,11 @@ def build(model_spec, state):
     if kind == "mlp":
         in_features = (state["fc0.weight"] if hidden else state["head.weight"]).shape[1]
         return Mlp(in_features, hidden, out_features)
-    if kind == "cnn":
+    if kind in ("cnn", "audio_cnn"):
         conv1, conv2 = state["conv1.weight"], state["conv2.weight"]
         flat = (state["fc0.weight"] if hidden else state["head.weight"]).shape[1]
         return Cnn(conv1.shape[1], [conv1.shape[0], conv2.shape[0]], flat, hidden,
-                   out_features)
+                   out_features, average_over_width=kind == "audio_cnn")
     if kind in ("gpt", "transformer_classifier"):
         vocab_size, d_model = state["token.weight"].shape
         return Transformer(vocab_size, d_model,

@@ -80,10 +80,11 @@ absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
   if (d.format() == "tensors") return ReadTensors(req);
   if (d.format() == "npy") return ReadNpy(req, d);
   if (d.format() == "webdataset") return ReadWebDataset(req, d);
+  if (d.format() == "audio") return ReadAudio(req, d);
   return absl::InvalidArgumentError(
       absl::StrCat("data.format: unknown format '", d.format(),
-                   "' (expected idx, csv, tokens, text, tensors, npy or "
-                   "webdataset)"));
+                   "' (expected idx, csv, tokens, text, tensors, npy, "
+                   "webdataset or audio)"));
 }
 
 // The facts every shard of one set must share, the model being built once.

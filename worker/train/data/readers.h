@@ -71,6 +71,10 @@ absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
 // decoded, so the images of a set may differ in size.
 absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
                                          const v1::DataSpec& data);
+// format audio: a CSV manifest of sound files and class ids; each file is
+// read as mono, resampled to data.audio.sample_rate, cut or zero-padded to
+// clip_seconds and held as its log-mel spectrogram [1, n_mels, frames].
+absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& data);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
 

@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
     if (absl::Status fits = CheckBuiltInInputs(m.type(), data); !fits.ok()) return fits;
   }
   try {
-    if (m.type() == "mlp" || m.type() == "cnn") {
+    if (m.type() == "mlp" || m.type() == "cnn" || m.type() == "audio_cnn") {
       if (data.integer_inputs) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model.type: ", m.type(), " takes numeric features, but the data "
@@ -104,12 +104,14 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
                 spec.training().gradient_checkpointing()));
       }
       if (data.input_shape.size() < 2 || data.input_shape.size() > 3) {
-        return absl::InvalidArgumentError(
-            "model.type: cnn needs image inputs [C, H, W] or [H, W] (idx data)");
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.type: ", m.type(), " needs ",
+            m.type() == "cnn" ? "image inputs [C, H, W] or [H, W] (idx data)"
+                              : "spectrograms [C, F, T] (data.format audio)"));
       }
       const std::vector<int64_t> channels(m.channels().begin(), m.channels().end());
-      return std::make_unique<NativeModel<Cnn>>(
-          Cnn(data.input_shape, channels, hidden, outputs));
+      return std::make_unique<NativeModel<Cnn>>(Cnn(data.input_shape, channels, hidden, outputs,
+                                                    /*average_over_width=*/m.type() == "audio_cnn"));
     }
     if (m.type() == "transformer_classifier" || m.type() == "gpt") {
       if (!data.integer_inputs) {

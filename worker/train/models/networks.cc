@@ -48,7 +48,9 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) {
 
 CnnImpl::CnnImpl(const std::vector<int64_t>& input_shape,
                  const std::vector<int64_t>& channels,
-                 const std::vector<int64_t>& hidden, int64_t out_features) {
+                 const std::vector<int64_t>& hidden, int64_t out_features,
+                 bool average_over_width)
+    : average_over_width_(average_over_width) {
   const int64_t in_channels = input_shape.size() == 3 ? input_shape[0] : 1;
   const int64_t h = input_shape[input_shape.size() - 2];
   const int64_t w = input_shape[input_shape.size() - 1];
@@ -59,7 +61,7 @@ CnnImpl::CnnImpl(const std::vector<int64_t>& input_shape,
   conv2_ = register_module(
       "conv2", torch::nn::Conv2d(
                    torch::nn::Conv2dOptions(channels[0], channels[1], 3).padding(1)));
-  int64_t width = channels[1] * (h / 4) * (w / 4);
+  int64_t width = channels[1] * (h / 4) * (average_over_width ? 1 : w / 4);
   for (size_t i = 0; i < hidden.size(); ++i) {
     dense_.push_back(register_module("fc" + std::to_string(i),
                                      torch::nn::Linear(width, hidden[i])));
@@ -72,6 +74,7 @@ torch::Tensor CnnImpl::forward(torch::Tensor x) {
   if (x.dim() == 3) x = x.unsqueeze(1);  // [B, H, W] -> [B, 1, H, W]
   x = F::max_pool2d(torch::relu(conv1_->forward(x)), F::MaxPool2dFuncOptions(2));
   x = F::max_pool2d(torch::relu(conv2_->forward(x)), F::MaxPool2dFuncOptions(2));
+  if (average_over_width_) x = x.mean(3);
   x = x.flatten(1);
   for (auto& layer : dense_) x = torch::relu(layer->forward(x));
   return head_->forward(x);

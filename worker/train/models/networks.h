@@ -27,15 +27,20 @@ class MlpImpl : public torch::nn::Module {
 TORCH_MODULE(Mlp);
 
 // Two conv(3x3, same)+ReLU+maxpool(2) blocks, dense ReLU layers, a linear
-// head. Inputs [B, C, H, W].
+// head. Inputs [B, C, H, W]. With average_over_width (model audio_cnn, over
+// spectrograms [B, C, F, T]), the blocks' output is averaged over its width,
+// time, before the dense layers: a clip's class does not depend on when in
+// the clip a word is said, and the head's size not on the clip's length.
 class CnnImpl : public torch::nn::Module {
  public:
   CnnImpl(const std::vector<int64_t>& input_shape,
           const std::vector<int64_t>& channels,
-          const std::vector<int64_t>& hidden, int64_t out_features);
+          const std::vector<int64_t>& hidden, int64_t out_features,
+          bool average_over_width = false);
   torch::Tensor forward(torch::Tensor x);
 
  private:
+  bool average_over_width_;
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
   std::vector<torch::nn::Linear> dense_;
   torch::nn::Linear head_{nullptr};
