@@ -10,7 +10,7 @@
 #   bench/gpu_check.sh --fetch-debs
 #                               (where Debian's archive is reachable) put the
 #                               Debian 12 packages the build needs in
-#                               build-gpu-debs/ (about 23 MiB, git-ignored)
+#                               build-gpu-debs/ (about 25 MiB, git-ignored)
 #   bench/gpu_check.sh --prebuild
 #                               (on a Debian 12 build machine, against the
 #                               same torch wheel as the node's) put the GPU
@@ -21,7 +21,7 @@
 #
 # For a node without the project's -dev packages: the .debs in
 # build-gpu-debs/ are unpacked into build-gpu-prefix/ (never into /; the
-# folder carried to a GPU node stays the .debs alone, 22 MiB) and
+# folder carried to a GPU node stays the .debs alone, 25 MiB) and
 # the build finds them there. The torch is the one `python3` (or
 # $TORCH_PYTHON) imports. Every stage writes OUT/NN-*.txt before the next
 # starts, and OUT/summary.txt says which passed, so a failure late leaves
@@ -38,6 +38,8 @@ packages=(
   libssl-dev libssl3 zlib1g-dev zlib1g libyaml-cpp-dev libyaml-cpp0.7
   libsqlite3-dev libsqlite3-0 libcli11-dev libgtest-dev libgmock-dev libgloo-dev
   libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16
+  libsndfile1-dev libsndfile1 libflac12 libmp3lame0 libmpg123-0 libogg0 libopus0
+  libvorbis0a libvorbisenc2
 )
 
 if [ "${1:-}" = "--fetch-debs" ]; then

@@ -87,6 +87,7 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS
      libprotobuf32 (>= 3.21.12), libabsl20220623 (>= 20220623.1),
      libyaml-cpp0.7 (>= 0.7.0), libsqlite3-0 (>= 3.40.1), zlib1g (>= 1:1.2.13),
      libssl3 (>= 3.0.9), libjpeg62-turbo (>= 1:2.1.5), libpng16-16 (>= 1.6.39),
+     libsndfile1 (>= 1.2.0),
      libcairo2 (>= 1.16.0), fonts-dejavu-core, libcurl4 (>= 7.88.1),
      libtorch1.13 (>= 1.13.1)")
 string(REGEX REPLACE "[\n ]+" " " CPACK_DEBIAN_PACKAGE_DEPENDS

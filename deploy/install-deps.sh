@@ -11,6 +11,9 @@ packages=(
   libabsl-dev libyaml-cpp-dev libcli11-dev zlib1g-dev
   # JPEG and PNG images of WebDataset tar shards (data.format webdataset).
   libjpeg62-turbo-dev libpng-dev
+  # Sound files of data.format audio (WAV, FLAC, Ogg); espeak-ng speaks the
+  # words of the audio example and its test (examples/make_spoken_words.sh).
+  libsndfile1-dev espeak-ng
   # TLS on every port and the cluster CA (common/pki.cc), OpenSSL 3.
   libssl-dev
   # PNG charts of `trainctl plot` (cairo, text in DejaVu Sans).
