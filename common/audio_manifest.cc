@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -12,6 +13,12 @@ namespace {
 
 // The largest class id a model may have (model.num_classes' bound).
 constexpr int64_t kMaxClassId = (int64_t{1} << 24) - 1;
+// Classes by name: more than any classifier head a spec makes sense of.
+constexpr size_t kMaxClassNames = size_t{1} << 16;
+
+bool ClassId(absl::string_view label, int64_t* id) {
+  return absl::SimpleAtoi(label, id) && *id >= 0 && *id <= kMaxClassId;
+}
 
 }  // namespace
 
@@ -107,16 +114,59 @@ absl::StatusOr<std::vector<AudioManifestRow>> ParseAudioManifest(
     row.line = line_number;
     row.path = (*fields)[static_cast<size_t>(path_at)];
     if (row.path.empty()) return absl::InvalidArgumentError(at + "the path is empty");
-    const absl::string_view label = absl::StripAsciiWhitespace((*fields)[static_cast<size_t>(label_at)]);
-    if (!absl::SimpleAtoi(label, &row.label) || row.label < 0 || row.label > kMaxClassId) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          at, "the label is not a class id (an integer in [0, ", kMaxClassId, "])"));
-    }
+    row.label = std::string(absl::StripAsciiWhitespace((*fields)[static_cast<size_t>(label_at)]));
+    if (row.label.empty()) return absl::InvalidArgumentError(at + "the label is empty");
     rows.push_back(std::move(row));
   }
   if (columns == 0) return absl::InvalidArgumentError(where + ": has no header row");
   if (rows.empty()) return absl::InvalidArgumentError(where + ": lists no sound files");
   return rows;
+}
+
+absl::StatusOr<std::vector<std::string>> AudioClassNames(
+    const std::vector<AudioManifestRow>& rows, const std::string& field) {
+  int64_t id = 0;
+  const bool by_id = std::all_of(rows.begin(), rows.end(), [&](const AudioManifestRow& row) {
+    return ClassId(row.label, &id);
+  });
+  if (by_id) return std::vector<std::string>();
+  std::set<std::string> names;
+  for (const AudioManifestRow& row : rows) {
+    names.insert(row.label);
+    if (names.size() > kMaxClassNames) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": its labels name more than ", kMaxClassNames, " classes"));
+    }
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::StatusOr<std::vector<int64_t>> AudioClassIds(const std::vector<AudioManifestRow>& rows,
+                                                   const std::vector<std::string>& class_names,
+                                                   const std::string& field,
+                                                   const std::string& file) {
+  std::vector<int64_t> ids;
+  ids.reserve(rows.size());
+  for (const AudioManifestRow& row : rows) {
+    int64_t id = 0;
+    if (class_names.empty()) {
+      if (!ClassId(row.label, &id)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": ", file, ": line ", row.line, ": the label is not a class id (an integer "
+            "in [0, ", kMaxClassId, "]), as every label of the training set is"));
+      }
+    } else {
+      const auto at = std::lower_bound(class_names.begin(), class_names.end(), row.label);
+      if (at == class_names.end() || *at != row.label) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": ", file, ": line ", row.line,
+            ": the label names no class of the training set"));
+      }
+      id = at - class_names.begin();
+    }
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 std::string ResolveManifestPath(const std::string& manifest, const std::string& path) {

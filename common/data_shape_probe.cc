@@ -106,24 +106,36 @@ void ProbeCsv(const v1::DataSpec& data, const std::string& path, PlanData* out) 
   if (columns >= 2) out->input_shape = {columns - 1};
 }
 
-// audio: the classes, the manifest's largest label + 1 when it is within
-// the read limit (the spectrogram's shape is the spec's: ResolvePlanData).
-void ProbeAudio(const v1::DataSpec& data, const std::string& manifest,
+// audio: the classes of every training manifest, as the ranks count them
+// (AudioClassNames), when all are within the read limit; the spectrogram's
+// shape is the spec's (ResolvePlanData).
+void ProbeAudio(const v1::DataSpec& data, const std::vector<std::string>& manifests,
                 const DataProbeLimits& limits, PlanData* out) {
-  struct stat st;
-  absl::StatusOr<int> fd = OpenRegularFile("data.train_path", manifest, &st);
-  if (!fd.ok()) return;
-  std::string text;
-  const bool read = st.st_size <= limits.max_bytes_read &&
-                    ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
-  ::close(*fd);
-  if (!read) return;
-  absl::StatusOr<std::vector<AudioManifestRow>> rows =
-      ParseAudioManifest(text, data.audio(), "data.train_path", manifest);
-  if (!rows.ok()) return;
-  for (const AudioManifestRow& row : *rows) {
-    out->num_classes = std::max(out->num_classes, row.label + 1);
+  std::vector<AudioManifestRow> rows;
+  int64_t bytes = 0;
+  for (const std::string& manifest : manifests) {
+    struct stat st;
+    absl::StatusOr<int> fd = OpenRegularFile("data.train_path", manifest, &st);
+    if (!fd.ok()) return;
+    std::string text;
+    bytes += st.st_size;
+    const bool read = bytes <= limits.max_bytes_read &&
+                      ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
+    ::close(*fd);
+    if (!read) return;
+    absl::StatusOr<std::vector<AudioManifestRow>> part =
+        ParseAudioManifest(text, data.audio(), "data.train_path", manifest);
+    if (!part.ok()) return;
+    rows.insert(rows.end(), part->begin(), part->end());
   }
+  absl::StatusOr<std::vector<std::string>> names = AudioClassNames(rows, "data.train_path");
+  if (!names.ok()) return;
+  if (!names->empty()) {
+    out->num_classes = static_cast<int64_t>(names->size());
+    return;
+  }
+  absl::StatusOr<std::vector<int64_t>> ids = AudioClassIds(rows, {}, "data.train_path", "");
+  if (ids.ok()) out->num_classes = *std::max_element(ids->begin(), ids->end()) + 1;
 }
 
 }  // namespace
@@ -141,7 +153,7 @@ PlanData ProbeSampleShape(const v1::DataSpec& data, const DataProbeLimits& limit
       ResolveShards("data.train_path", data.train_path());
   if (!shards.ok() || shards->empty()) return out;
   if (data.format() == "audio") {
-    ProbeAudio(data, shards->front(), limits, &out);
+    ProbeAudio(data, *shards, limits, &out);
   } else if (data.format() == "npy") {
     ProbeNpy(shards->front(), &out);
   } else {

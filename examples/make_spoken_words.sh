@@ -8,7 +8,8 @@
 #   trainctl submit OUT_DIR/job.yaml --follow
 #
 # Writes OUT_DIR/wav/*.wav, the manifests OUT_DIR/train.csv and eval.csv
-# (path,label; paths relative to the manifest), and OUT_DIR/job.yaml, whose
+# (path,label: the file relative to the manifest, the word; the classes are
+# the words in byte order, down = 0 ... yes = 7), and OUT_DIR/job.yaml, whose
 # manifest paths are absolute: the workers read the sound files where they
 # lie, so OUT_DIR must be on a disk every worker sees.
 set -euo pipefail
@@ -33,14 +34,14 @@ write_set() {
   local manifest=$1
   shift
   echo "path,label" > "$manifest"
-  local label voice speed pitch file
-  for label in "${!words[@]}"; do
+  local word voice speed pitch file
+  for word in "${words[@]}"; do
     for voice in "$@"; do
       for speed in "${speeds[@]}"; do
         for pitch in "${pitches[@]}"; do
-          file="wav/${words[$label]}-$voice-$speed-$pitch.wav"
-          espeak-ng -v "en-us+$voice" -s "$speed" -p "$pitch" -w "$out/$file" "${words[$label]}"
-          echo "$file,$label" >> "$manifest"
+          file="wav/$word-$voice-$speed-$pitch.wav"
+          espeak-ng -v "en-us+$voice" -s "$speed" -p "$pitch" -w "$out/$file" "$word"
+          echo "$file,$word" >> "$manifest"
         done
       done
     done

@@ -1,6 +1,7 @@
 // Audio through the service: examples/make_spoken_words.sh synthesises
 // eight spoken words with espeak-ng (22.05 kHz WAV files, many voices,
-// speeds and pitches), and its job.yaml trains the built-in audio_cnn on
+// speeds and pitches; the manifests label each file by its word, so the
+// classes are names), and its job.yaml trains the built-in audio_cnn on
 // their log-mel spectrograms over two ranks. The eval set's voices are not
 // in the training set.
 

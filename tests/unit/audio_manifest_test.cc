@@ -50,7 +50,7 @@ TEST(AudioManifestTest, ColumnsAreFoundByNameInAnyOrder) {
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].path, "wav/yes one.wav");
-  EXPECT_EQ((*rows)[0].label, 3);
+  EXPECT_EQ((*rows)[0].label, "3");
   EXPECT_EQ((*rows)[0].line, 2);
   EXPECT_EQ((*rows)[1].path, "/abs/no, again.flac");
   EXPECT_EQ((*rows)[1].line, 4);
@@ -74,9 +74,7 @@ TEST(AudioManifestTest, ErrorsNameTheLineNotTheContents) {
             "(data.audio.label_column)"},
            {"path,label\nsecret.wav,1\nsecret2.wav,1,extra\n",
             "data.eval_path: e.csv: line 3: has 3 fields but the header row has 2"},
-           {"path,label\nsecret.wav,cat\n",
-            "data.eval_path: e.csv: line 2: the label is not a class id"},
-           {"path,label\nsecret.wav,-1\n", "line 2: the label is not a class id"},
+           {"path,label\nsecret.wav,  \n", "data.eval_path: e.csv: line 2: the label is empty"},
            {"path,label\n,1\n", "line 2: the path is empty"},
            {"path,label\n\"secret.wav,1\n", "line 2: a quoted field is not closed"},
        }) {
@@ -89,6 +87,43 @@ TEST(AudioManifestTest, ErrorsNameTheLineNotTheContents) {
     EXPECT_THAT(message, Not(HasSubstr("secret"))) << c.text;
     EXPECT_THAT(message, Not(HasSubstr("cat"))) << c.text;
   }
+}
+
+std::vector<AudioManifestRow> Labels(const std::vector<std::string>& labels) {
+  std::vector<AudioManifestRow> rows;
+  for (const std::string& label : labels) {
+    rows.push_back({"secret.wav", label, static_cast<int64_t>(rows.size()) + 2});
+  }
+  return rows;
+}
+
+TEST(AudioManifestTest, ClassesAreIdsOrNamesInByteOrder) {
+  // Every label an id: the ids are the labels.
+  absl::StatusOr<std::vector<std::string>> names =
+      AudioClassNames(Labels({"3", "0", "7"}), "data.train_path");
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_TRUE(names->empty());
+  EXPECT_THAT(*AudioClassIds(Labels({"3", "0", "7"}), *names, "f", "m.csv"),
+              ElementsAre(3, 0, 7));
+  // Any other label: all are names, numbers among them, sorted by bytes.
+  names = AudioClassNames(Labels({"yes", "no", "3", "yes", "No"}), "data.train_path");
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_THAT(*names, ElementsAre("3", "No", "no", "yes"));
+  EXPECT_THAT(*AudioClassIds(Labels({"yes", "no", "3"}), *names, "f", "m.csv"),
+              ElementsAre(3, 2, 0));
+
+  // An eval set's label that the training set does not name, or a name
+  // where the training set has ids, names the line and not the label.
+  absl::StatusOr<std::vector<int64_t>> ids =
+      AudioClassIds(Labels({"yes", "maybe-secret"}), *names, "data.eval_path", "e.csv");
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(std::string(ids.status().message()),
+            "data.eval_path: e.csv: line 3: the label names no class of the training set");
+  ids = AudioClassIds(Labels({"1", "secret"}), {}, "data.eval_path", "e.csv");
+  ASSERT_FALSE(ids.ok());
+  EXPECT_THAT(std::string(ids.status().message()),
+              HasSubstr("data.eval_path: e.csv: line 3: the label is not a class id"));
+  EXPECT_THAT(std::string(ids.status().message()), Not(HasSubstr("secret")));
 }
 
 TEST(AudioManifestTest, RelativePathsAreTakenFromTheManifestsDirectory) {

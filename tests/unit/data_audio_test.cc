@@ -196,6 +196,27 @@ TEST_F(AudioDataTest, AManifestsFilesBecomeSpectrogramsWithTheirLabels) {
   EXPECT_NEAR(short_clip.slice(1, 40).max().item<double>(), std::log(1e-6), 1e-4);
 }
 
+// Labels that are not all ids are class names, numbered in byte order over
+// the training set; the eval set takes the training set's numbering.
+TEST_F(AudioDataTest, NamedClassesAreNumberedByTheTrainingSet) {
+  WriteSound("a.wav", 16000, 1, Samples(Tone(500, 16000, 0.5)));
+  v1::JobSpec spec = AudioSpec(Write("train.csv", "path,label\na.wav,yes\na.wav,no\na.wav,up\n"));
+  spec.mutable_data()->set_eval_path(Write("eval.csv", "path,label\na.wav,up\na.wav,no\n"));
+  absl::StatusOr<Datasets> ds = LoadDatasets(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->info.num_classes, 3);
+  EXPECT_TRUE(torch::equal(ds->train->Gather({0, 1, 2}).targets, I64({2, 0, 1})));
+  EXPECT_TRUE(torch::equal(ds->eval->Gather({0, 1}).targets, I64({1, 0})));
+
+  spec.mutable_data()->set_eval_path(Write("eval.csv", "path,label\na.wav,up\na.wav,secret\n"));
+  absl::StatusOr<Datasets> unknown = LoadDatasets(spec);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("data.eval_path: " + dir_ +
+                        "/eval.csv: line 3: the label names no class of the training set"));
+  EXPECT_THAT(std::string(unknown.status().message()), Not(HasSubstr("secret")));
+}
+
 TEST_F(AudioDataTest, AFileThatIsNoSoundIsNamedByItsLine) {
   WriteSound("ok.wav", 16000, 1, Samples(Tone(500, 16000, 0.5)));
   Write("secret.txt", "password=hunter2\n");

@@ -4,6 +4,7 @@
 // format needs, counts as the ranks do, and never quotes a file (C1).
 
 #include "common/data_probe.h"
+#include "common/data_shape_probe.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -316,6 +317,17 @@ TEST_F(DataProbeTest, AudioManifestRowsAreCountedAsTheRanksReadThem) {
   d.set_train_path(Write("bad.csv", "path,label\na.wav,1\nb.wav\n"));
   EXPECT_THAT(ErrorOf(d), HasSubstr("data.train_path: " + dir_ +
                                     "/bad.csv: line 3: has 1 fields but the header row has 2"));
+}
+
+TEST_F(DataProbeTest, AudioClassesAreCountedOverEveryManifest) {
+  v1::DataSpec d = Data("audio");
+  ASSERT_EQ(::mkdir((dir_ + "/m").c_str(), 0755), 0);
+  Write("m/a.csv", "path,label\nx.wav,yes\ny.wav,no\n");
+  Write("m/b.csv", "path,label\nz.wav,stop\nw.wav,yes\n");
+  d.set_train_path(dir_ + "/m");
+  EXPECT_EQ(ProbeSampleShape(d, {}).num_classes, 3);
+  d.set_train_path(Write("ids.csv", "path,label\nx.wav,4\ny.wav,1\n"));
+  EXPECT_EQ(ProbeSampleShape(d, {}).num_classes, 5);
 }
 
 // C1 holds for the probe too: its errors never quote a file.

@@ -22,35 +22,43 @@ double HzToMel(double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); }
 torch::Tensor MelToHz(const torch::Tensor& mel) {
   return 700.0 * (torch::pow(10.0, mel / 2595.0) - 1.0);
 }
-
 }  // namespace
 
-torch::Tensor Resample(const torch::Tensor& samples, int64_t from, int64_t to) {
-  if (from == to) return samples;
+Resampler::Resampler(int64_t from, int64_t to) : from_(from), to_(to) {
+  if (from == to) return;
   // From `from` to `to` is, reduced, `orig` input samples for every `next`
   // output samples: `next` filters (one per output phase), each applied
   // with a stride of `orig`.
   const int64_t g = std::gcd(from, to);
-  const int64_t orig = from / g, next = to / g;
-  const double cutoff = static_cast<double>(std::min(orig, next)) * kRolloff;
-  const int64_t width = static_cast<int64_t>(std::ceil(kZeroCrossings * orig / cutoff));
+  orig_ = from / g;
+  next_ = to / g;
+  const double cutoff = static_cast<double>(std::min(orig_, next_)) * kRolloff;
+  width_ = static_cast<int64_t>(std::ceil(kZeroCrossings * orig_ / cutoff));
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   // Tap positions in input periods, relative to each output phase.
-  const torch::Tensor taps = torch::arange(-width, width + orig, f64) / orig;
-  const torch::Tensor phase = -torch::arange(next, f64).unsqueeze(1) / next;
-  torch::Tensor t = ((taps.unsqueeze(0) + phase) * cutoff).clamp(-kZeroCrossings, kZeroCrossings);
+  const torch::Tensor taps = torch::arange(-width_, width_ + orig_, f64) / orig_;
+  const torch::Tensor phase = -torch::arange(next_, f64).unsqueeze(1) / next_;
+  torch::Tensor t =
+      ((taps.unsqueeze(0) + phase) * cutoff).clamp(-kZeroCrossings, kZeroCrossings);
   // A raised-cosine (Hann) window over the sinc's zero crossings.
   const torch::Tensor window = torch::cos(t * (M_PI / kZeroCrossings / 2)).pow(2);
   t = t * M_PI;
   const torch::Tensor sinc = torch::where(t == 0, torch::ones_like(t), torch::sin(t) / t);
-  const torch::Tensor kernels =
-      (sinc * window * (cutoff / orig)).to(torch::kFloat32).unsqueeze(1);  // [next, 1, L]
+  kernels_ = (sinc * window * (cutoff / orig_)).to(torch::kFloat32).unsqueeze(1);
+}
+
+torch::Tensor Resampler::operator()(const torch::Tensor& samples) const {
+  if (from_ == to_) return samples;
   const int64_t n = samples.size(0);
   const torch::Tensor padded =
-      F::pad(samples.reshape({1, 1, n}), F::PadFuncOptions({width, width + orig}));
-  const torch::Tensor out = F::conv1d(padded, kernels, F::Conv1dFuncOptions().stride(orig));
-  const int64_t length = (n * next + orig - 1) / orig;  // ceil(n * to / from)
+      F::pad(samples.reshape({1, 1, n}), F::PadFuncOptions({width_, width_ + orig_}));
+  const torch::Tensor out = F::conv1d(padded, kernels_, F::Conv1dFuncOptions().stride(orig_));
+  const int64_t length = (n * next_ + orig_ - 1) / orig_;  // ceil(n * to / from)
   return out.squeeze(0).transpose(0, 1).reshape({-1}).slice(0, 0, length).contiguous();
+}
+
+torch::Tensor Resample(const torch::Tensor& samples, int64_t from, int64_t to) {
+  return Resampler(from, to)(samples);
 }
 
 absl::StatusOr<torch::Tensor> MelFilterbank(const v1::AudioSpec& audio) {

@@ -18,6 +18,20 @@ namespace trainctl::train {
 // ceil(n * to / from) samples; `from == to` returns `samples`.
 torch::Tensor Resample(const torch::Tensor& samples, int64_t from, int64_t to);
 
+// Resample's filters for one pair of rates, made once: making them costs
+// more than applying them to a one-second clip. Const calls are
+// thread-safe.
+class Resampler {
+ public:
+  Resampler(int64_t from, int64_t to);
+  torch::Tensor operator()(const torch::Tensor& samples) const;
+
+ private:
+  int64_t from_, to_;
+  int64_t orig_ = 1, next_ = 1, width_ = 0;  // reduced rates; taps each side
+  torch::Tensor kernels_;                     // [next, 1, 2 * width + orig]
+};
+
 // Triangular filters [n_fft / 2 + 1, n_mels], equally spaced on the HTK mel
 // scale (2595 log10(1 + f / 700)) from f_min to f_max Hz, peak 1.
 // INVALID_ARGUMENT naming data.audio.n_mels when a filter covers no

@@ -210,6 +210,9 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   req.vocab_size = spec.model().vocab_size();
   req.labels_path = eval ? d.eval_labels() : d.train_labels();
   req.labels_field = eval ? "data.eval_labels" : "data.train_labels";
+  if (d.format() == "audio") {
+    ASSIGN_OR_RETURN(req.audio_classes, AudioTrainingClasses(d));
+  }
   // In train_inputs' order, so both sets name their inputs alike.
   req.input_name = d.input_name();
   for (const v1::NamedPath& input : d.train_inputs()) {

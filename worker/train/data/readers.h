@@ -43,6 +43,9 @@ struct ReadRequest {
   };
   std::vector<NamedFile> more_inputs;
   std::string input_name;
+  // format audio: the training set's classes by name (AudioClassNames),
+  // empty when its labels are class ids.
+  std::vector<std::string> audio_classes;
 };
 
 // The whole file's bytes, or INVALID_ARGUMENT "FIELD: PATH: cannot open: ..".
@@ -75,6 +78,9 @@ absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
 // read as mono, resampled to data.audio.sample_rate, cut or zero-padded to
 // clip_seconds and held as its log-mel spectrogram [1, n_mels, frames].
 absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& data);
+// format audio: the classes of every training manifest's labels, for
+// ReadRequest::audio_classes of both sets.
+absl::StatusOr<std::vector<std::string>> AudioTrainingClasses(const v1::DataSpec& data);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
 
