@@ -236,6 +236,10 @@ TEST_F(AudioDataTest, AFileThatIsNoSoundIsNamedByItsLine) {
     EXPECT_THAT(message, HasSubstr("data.train_path: " + manifest + ": " + c.error)) << c.rows;
     EXPECT_THAT(message, Not(HasSubstr("secret"))) << c.rows;
     EXPECT_THAT(message, Not(HasSubstr("hunter2"))) << c.rows;
+    // The hint about shipped manifests is for a file that cannot be opened.
+    EXPECT_EQ(message.find("relative path") != std::string::npos,
+              c.error.find("cannot open") != std::string::npos)
+        << c.rows;
   }
   v1::JobSpec regression = AudioSpec(Write("m.csv", "path,label\nok.wav,1\n"));
   regression.set_task("regression");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/audio_manifest.h"
 #include "common/data_shards.h"
@@ -54,11 +55,14 @@ absl::Status DecodeClip(const ReadRequest& req, const v1::AudioSpec& audio,
   const std::string path = ResolveManifestPath(req.path, row.path);
   absl::StatusOr<DecodedAudio> decoded = ReadAudioFile(path, audio.clip_seconds());
   if (!decoded.ok()) {
-    const bool relative = row.path.front() != '/';
+    // A relative path that cannot be opened may be one a shipped manifest
+    // brought without its file.
+    const bool unopened_relative =
+        row.path.front() != '/' && absl::StartsWith(decoded.status().message(), "cannot open");
     return absl::InvalidArgumentError(absl::StrCat(
         req.field, ": ", req.path, ": line ", row.line, ": its sound file: ",
         decoded.status().message(),
-        relative ? " (a relative path is taken from the manifest's directory; a manifest "
+        unopened_relative ? " (a relative path is taken from the manifest's directory; a manifest "
                    "shipped from the submitter comes without its sound files: list "
                    "paths the workers can read)"
                  : ""));
