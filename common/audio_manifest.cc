@@ -2,72 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <set>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/class_labels.h"
 
 namespace trainctl {
-namespace {
-
-// The largest class id a model may have (model.num_classes' bound).
-constexpr int64_t kMaxClassId = (int64_t{1} << 24) - 1;
-// Classes by name: more than any classifier head a spec makes sense of.
-constexpr size_t kMaxClassNames = size_t{1} << 16;
-
-bool ClassId(absl::string_view label, int64_t* id) {
-  return absl::SimpleAtoi(label, id) && *id >= 0 && *id <= kMaxClassId;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<std::string>> SplitCsvRecord(absl::string_view line,
-                                                        char delimiter) {
-  std::vector<std::string> fields(1);
-  size_t i = 0;
-  bool field_start = true;
-  while (i < line.size()) {
-    const char c = line[i];
-    if (c == delimiter) {
-      fields.emplace_back();
-      field_start = true;
-      ++i;
-      continue;
-    }
-    if (c == '"' && field_start) {
-      // A quoted field: "" is a quote; it ends at a lone quote, which must
-      // be followed by the delimiter or the end of the record.
-      ++i;
-      for (;;) {
-        if (i >= line.size()) return absl::InvalidArgumentError("a quoted field is not closed");
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            fields.back().push_back('"');
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        fields.back().push_back(line[i++]);
-      }
-      if (i < line.size() && line[i] != delimiter) {
-        return absl::InvalidArgumentError("text follows a quoted field's closing quote");
-      }
-      field_start = false;
-      continue;
-    }
-    if (c == '"') {
-      return absl::InvalidArgumentError("a quote inside an unquoted field (quote the field)");
-    }
-    fields.back().push_back(c);
-    field_start = false;
-    ++i;
-  }
-  return fields;
-}
-
 absl::StatusOr<std::vector<AudioManifestRow>> ParseAudioManifest(
     absl::string_view text, const v1::AudioSpec& audio, const std::string& field,
     const std::string& file, int64_t limit) {
@@ -125,48 +65,22 @@ absl::StatusOr<std::vector<AudioManifestRow>> ParseAudioManifest(
 
 absl::StatusOr<std::vector<std::string>> AudioClassNames(
     const std::vector<AudioManifestRow>& rows, const std::string& field) {
-  int64_t id = 0;
-  const bool by_id = std::all_of(rows.begin(), rows.end(), [&](const AudioManifestRow& row) {
-    return ClassId(row.label, &id);
-  });
-  if (by_id) return std::vector<std::string>();
-  std::set<std::string> names;
-  for (const AudioManifestRow& row : rows) {
-    names.insert(row.label);
-    if (names.size() > kMaxClassNames) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": its labels name more than ", kMaxClassNames, " classes"));
-    }
-  }
-  return std::vector<std::string>(names.begin(), names.end());
+  std::vector<std::string> labels;
+  for (const AudioManifestRow& row : rows) labels.push_back(row.label);
+  return ClassNamesOf(labels, field);
 }
 
 absl::StatusOr<std::vector<int64_t>> AudioClassIds(const std::vector<AudioManifestRow>& rows,
                                                    const std::vector<std::string>& class_names,
                                                    const std::string& field,
                                                    const std::string& file) {
-  std::vector<int64_t> ids;
-  ids.reserve(rows.size());
+  std::vector<std::string> labels;
+  std::vector<int64_t> lines;
   for (const AudioManifestRow& row : rows) {
-    int64_t id = 0;
-    if (class_names.empty()) {
-      if (!ClassId(row.label, &id)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": ", file, ": line ", row.line, ": the label is not a class id (an integer "
-            "in [0, ", kMaxClassId, "]), as every label of the training set is"));
-      }
-    } else {
-      const auto at = std::lower_bound(class_names.begin(), class_names.end(), row.label);
-      if (at == class_names.end() || *at != row.label) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": ", file, ": line ", row.line,
-            ": the label names no class of the training set"));
-      }
-      id = at - class_names.begin();
-    }
-    ids.push_back(id);
+    labels.push_back(row.label);
+    lines.push_back(row.line);
   }
-  return ids;
+  return ClassIdsOf(labels, lines, class_names, field, file);
 }
 
 std::string ResolveManifestPath(const std::string& manifest, const std::string& path) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/csv_records.h"
 #include "trainctl/v1/spec.pb.h"
 
 namespace trainctl {
@@ -21,12 +22,6 @@ struct AudioManifestRow {
   std::string label;  // as given, surrounding spaces trimmed; not empty
   int64_t line = 0;   // 1-based line of the file, for errors
 };
-
-// One CSV record's fields. Fails (INVALID_ARGUMENT, saying why but quoting
-// nothing) on a quote inside an unquoted field, text after a closing quote,
-// or an unclosed quote: a record never spans lines.
-absl::StatusOr<std::vector<std::string>> SplitCsvRecord(absl::string_view line,
-                                                        char delimiter = ',');
 
 // The rows of a manifest's `text` (at most `limit` when > 0). Errors are
 // INVALID_ARGUMENT "FIELD: FILE: line N: ..." and never quote the file's
