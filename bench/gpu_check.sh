@@ -40,6 +40,7 @@ packages=(
   libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16
   libsndfile1-dev libsndfile1 libflac12 libmp3lame0 libmpg123-0 libogg0 libopus0
   libvorbis0a libvorbisenc2
+  libsentencepiece-dev libsentencepiece0
 )
 
 if [ "${1:-}" = "--fetch-debs" ]; then

@@ -1,13 +1,9 @@
 #include "client/export_command.h"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -20,11 +16,10 @@
 #include "absl/strings/strip.h"
 #include "client/json_text.h"
 #include "common/file_digest.h"
+#include "common/helper_process.h"
 #include "common/shipped_files.h"
 #include "common/checkpoint_name.h"
 #include "common/model_metadata.h"
-
-extern char** environ;
 
 namespace trainctl::client {
 namespace {
@@ -38,78 +33,6 @@ std::string FormatFromName(const std::string& out) {
     if (absl::EndsWith(out, ext)) return "torchscript";
   }
   return "";
-}
-
-bool IsExecutable(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
-}
-
-// trainctl-worker beside this trainctl (an install or a build tree), else
-// on PATH; empty when neither has one.
-std::string FindWorkerBinary() {
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    std::string dir(self, static_cast<size_t>(n));
-    dir.resize(dir.rfind('/') + 1);
-    if (IsExecutable(dir + kWorkerBinary)) return dir + kWorkerBinary;
-  }
-  const char* path = getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path ? path : "", ':', absl::SkipEmpty())) {
-    const std::string candidate = absl::StrCat(dir, "/", kWorkerBinary);
-    if (IsExecutable(candidate)) return candidate;
-  }
-  return "";
-}
-
-struct ChildResult {
-  int exit_code = -1;  // -N: killed by signal N
-  std::string output;  // stdout and stderr together
-};
-
-// Runs argv[0] with argv, its output collected; errno's text when it cannot
-// start.
-absl::StatusOr<ChildResult> RunCollectingOutput(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned =
-      posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (spawned != 0) {
-    ::close(fds[0]);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", argv[0], ": ", strerror(spawned)));
-  }
-  ChildResult result;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t got = ::read(fds[0], buffer, sizeof buffer);
-    if (got > 0) {
-      result.output.append(buffer, static_cast<size_t>(got));
-    } else if (got == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return result;
 }
 
 // data.transforms as the job applied them: normalize.from_data's
@@ -238,7 +161,7 @@ int CmdExport(Env& env, const ExportArgs& args) {
         "export where checkpoint.dir is visible: a shared filesystem, or the "
         "node that wrote it"));
   }
-  const std::string worker = FindWorkerBinary();
+  const std::string worker = FindSiblingProgram(kWorkerBinary);
   if (worker.empty()) {
     return Failed(env, absl::StrCat(
         "needs ", kWorkerBinary, " (it converts with LibTorch) beside trainctl "
@@ -274,7 +197,7 @@ int CmdExport(Env& env, const ExportArgs& args) {
       argv.push_back(std::move(flag));
     }
   }
-  absl::StatusOr<ChildResult> ran = RunCollectingOutput(argv);
+  absl::StatusOr<ChildResult> ran = RunChild(argv);
   if (!ran.ok()) return Failed(env, std::string(ran.status().message()));
   if (ran->exit_code != 0) {
     const std::string why(absl::StripTrailingAsciiWhitespace(ran->output));

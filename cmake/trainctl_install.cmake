@@ -7,10 +7,11 @@ include(GNUInstallDirs)
 # `install` and cpack's preinstall step install what is built instead of
 # first building every target (the tests and benchmarks compile LibTorch
 # code for many minutes). Build the three programs first:
-#   cmake --build build --target trainctl trainctl-coordinator trainctl-worker
+#   cmake --build build --target trainctl trainctl-coordinator trainctl-worker \
+#     trainctl-tokenizer
 set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 
-install(TARGETS trainctl trainctl-coordinator trainctl-worker
+install(TARGETS trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # A worker built against a LibTorch outside the system's folders (a PyTorch
 # wheel, a LibTorch archive) finds it there once installed too; torch's own
@@ -87,7 +88,7 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS
      libprotobuf32 (>= 3.21.12), libabsl20220623 (>= 20220623.1),
      libyaml-cpp0.7 (>= 0.7.0), libsqlite3-0 (>= 3.40.1), zlib1g (>= 1:1.2.13),
      libssl3 (>= 3.0.9), libjpeg62-turbo (>= 1:2.1.5), libpng16-16 (>= 1.6.39),
-     libsndfile1 (>= 1.2.0),
+     libsndfile1 (>= 1.2.0), libsentencepiece0 (>= 0.1.97),
      libcairo2 (>= 1.16.0), fonts-dejavu-core, libcurl4 (>= 7.88.1),
      libtorch1.13 (>= 1.13.1)")
 string(REGEX REPLACE "[\n ]+" " " CPACK_DEBIAN_PACKAGE_DEPENDS

@@ -14,6 +14,8 @@ packages=(
   # Sound files of data.format audio (WAV, FLAC, Ogg); espeak-ng speaks the
   # words of the audio example and its test (examples/make_spoken_words.sh).
   libsndfile1-dev espeak-ng
+  # SentencePiece subwords of data.tokenizer (trainctl-tokenizer links it).
+  libsentencepiece-dev
   # TLS on every port and the cluster CA (common/pki.cc), OpenSSL 3.
   libssl-dev
   # PNG charts of `trainctl plot` (cairo, text in DejaVu Sans).

@@ -1,7 +1,8 @@
 #!/bin/bash
 # cpack builds the .deb; dpkg-deb inspects it:
 #   * control: package, version, the Depends/Recommends, maintainer scripts;
-#   * contents: the three programs, units, examples and docs under /usr;
+#   * contents: the three programs and trainctl-tokenizer, units, examples
+#     and docs under /usr;
 #   * every shared library the programs link directly (readelf NEEDED) is
 #     owned (dpkg -S) by a package the Depends line names, so the .deb
 #     cannot install without what the programs need;
@@ -17,7 +18,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 build="${TRAINCTL_BUILD_DIR:?}"
 
-for p in trainctl trainctl-coordinator trainctl-worker; do
+for p in trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer; do
   [ -x "${TRAINCTL_BIN_DIR:?}/$p" ] || {
     echo "FAIL: $TRAINCTL_BIN_DIR/$p is not built" >&2; exit 1; }
 done
@@ -47,7 +48,7 @@ echo "    Recommends: $(field Recommends)"
 
 contents=$(dpkg-deb -c "$deb" | awk '{print $NF}')
 for f in ./usr/bin/trainctl ./usr/bin/trainctl-coordinator \
-    ./usr/bin/trainctl-worker \
+    ./usr/bin/trainctl-worker ./usr/bin/trainctl-tokenizer \
     ./usr/lib/systemd/system/trainctl-coordinator.service \
     ./usr/lib/systemd/system/trainctl-worker.service \
     ./usr/lib/systemd/system/trainctl-worker-join.service \
@@ -62,7 +63,7 @@ dpkg-deb -x "$deb" "$tmp/root"
 declared=$(tr ',|' '\n' <<< "$depends" | sed 's/(.*//; s/ //g' | sort -u)
 # Each program's direct libraries (readelf NEEDED), resolved by ldd.
 declare -A needed_by=()   # resolved path -> "program: soname"
-for p in trainctl trainctl-coordinator trainctl-worker; do
+for p in trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer; do
   bin="$tmp/root/usr/bin/$p"
   resolved=$(ldd "$bin")
   for lib in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
@@ -100,7 +101,7 @@ cd "$tmp"
 root="$tmp/root/usr/bin"
 check_version trainctl-coordinator "$("$root/trainctl-coordinator" --version)"
 check_version trainctl-worker "$("$root/trainctl-worker" --version)"
-for p in trainctl trainctl-coordinator trainctl-worker; do
+for p in trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer; do
   "$root/$p" --help > /dev/null || { echo "FAIL: $p --help" >&2; exit 1; }
 done
 for unit in trainctl-coordinator trainctl-worker; do

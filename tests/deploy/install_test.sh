@@ -56,7 +56,7 @@ echo "ok: units run the installed binaries; only the join unit has the token"
 # Run what was installed, from a directory far from the build tree; a
 # RUNPATH into the build tree would make it work here and fail elsewhere.
 cd "$tmp"
-for p in trainctl trainctl-coordinator trainctl-worker; do
+for p in trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer; do
   if readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' | grep -q "${TRAINCTL_BUILD_DIR:?}/"; then
     echo "FAIL: installed $p has an RPATH into the build tree" >&2; exit 1
   fi

@@ -6,11 +6,11 @@
 install_tree() {
   local prefix="$1" log
   log=$(mktemp)
-  for p in trainctl trainctl-coordinator trainctl-worker; do
+  for p in trainctl trainctl-coordinator trainctl-worker trainctl-tokenizer; do
     if [ ! -x "${TRAINCTL_BIN_DIR:?}/$p" ]; then
       echo "FAIL: $TRAINCTL_BIN_DIR/$p is not built; build it first:" \
            "cmake --build ${TRAINCTL_BUILD_DIR:?} --target trainctl" \
-           "trainctl-coordinator trainctl-worker" >&2
+           "trainctl-coordinator trainctl-worker trainctl-tokenizer" >&2
       exit 1
     fi
   done
