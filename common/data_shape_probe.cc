@@ -10,8 +10,11 @@
 
 #include "absl/strings/str_split.h"
 #include "common/audio_manifest.h"
+#include "common/class_labels.h"
+#include "common/csv_text_rows.h"
 #include "common/data_shards.h"
 #include "common/npy_header.h"
+#include "common/tokenizer_client.h"
 
 namespace trainctl {
 namespace {
@@ -106,6 +109,37 @@ void ProbeCsv(const v1::DataSpec& data, const std::string& path, PlanData* out) 
   if (columns >= 2) out->input_shape = {columns - 1};
 }
 
+// csv with text_column: the classes of every training file's labels, as
+// the ranks count them (ClassNamesOf), when all are within the read limit;
+// the sample shape and byte vocabulary are the spec's (ResolvePlanData).
+void ProbeCsvTextClasses(const v1::DataSpec& data, const std::vector<std::string>& files,
+                         const DataProbeLimits& limits, PlanData* out) {
+  std::vector<std::string> labels;
+  int64_t bytes = 0;
+  for (const std::string& file : files) {
+    struct stat st;
+    absl::StatusOr<int> fd = OpenRegularFile("data.train_path", file, &st);
+    if (!fd.ok()) return;
+    std::string text;
+    bytes += st.st_size;
+    const bool read = bytes <= limits.max_bytes_read &&
+                      ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
+    ::close(*fd);
+    if (!read) return;
+    absl::StatusOr<CsvTextRows> rows = ParseCsvTextRows(text, data, "data.train_path", file);
+    if (!rows.ok()) return;
+    labels.insert(labels.end(), rows->labels.begin(), rows->labels.end());
+  }
+  absl::StatusOr<std::vector<std::string>> names = ClassNamesOf(labels, "data.train_path");
+  if (!names.ok()) return;
+  if (!names->empty()) {
+    out->num_classes = static_cast<int64_t>(names->size());
+    return;
+  }
+  absl::StatusOr<std::vector<int64_t>> ids = ClassIdsOf(labels, {}, {}, "data.train_path", "");
+  if (ids.ok()) out->num_classes = *std::max_element(ids->begin(), ids->end()) + 1;
+}
+
 // audio: the classes of every training manifest, as the ranks count them
 // (AudioClassNames), when all are within the read limit; the spectrogram's
 // shape is the spec's (ResolvePlanData).
@@ -142,6 +176,19 @@ void ProbeAudio(const v1::DataSpec& data, const std::vector<std::string>& manife
 
 PlanData ProbeSampleShape(const v1::DataSpec& data, const DataProbeLimits& limits) {
   PlanData out;
+  if (!data.tokenizer().empty()) {
+    // The vocabulary is the tokenizer's; the sample shape is the spec's.
+    absl::StatusOr<TokenizerInfo> info =
+        ReadTokenizerInfo(data.tokenizer(), "data.tokenizer", limits.deadline);
+    if (info.ok()) out.vocab_size = info->pieces;
+  }
+  if (data.format() == "csv" && !data.text_column().empty()) {
+    absl::StatusOr<std::vector<std::string>> files =
+        ResolveShards("data.train_path", data.train_path());
+    if (files.ok()) ProbeCsvTextClasses(data, *files, limits, &out);
+    return out;
+  }
+  if (data.format() == "text") return out;
   if (data.format() == "idx") {
     ProbeIdx(data, limits, &out);
     return out;

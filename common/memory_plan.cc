@@ -36,10 +36,12 @@ bool IsTransformer(const v1::JobSpec& spec) {
 
 PlanData ResolvePlanData(const v1::JobSpec& spec, PlanData data) {
   const v1::DataSpec& d = spec.data();
-  if (d.format() == "text") data.vocab_size = 256;
+  const bool csv_text = d.format() == "csv" && !d.text_column().empty();
+  // Text is bytes unless a tokenizer makes it subwords (the probe's count).
+  if ((d.format() == "text" || csv_text) && d.tokenizer().empty()) data.vocab_size = 256;
   // A spectrogram's shape is the spec's, whatever the sound files hold.
   if (d.format() == "audio") data.input_shape = {1, d.audio().n_mels(), AudioFrames(d.audio())};
-  if ((d.format() == "text" || d.format() == "tokens") && d.seq_len() > 0) {
+  if ((d.format() == "text" || d.format() == "tokens" || csv_text) && d.seq_len() > 0) {
     data.input_shape = {d.seq_len()};
   }
   if (spec.model().num_classes() > 0) data.num_classes = spec.model().num_classes();

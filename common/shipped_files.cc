@@ -11,7 +11,7 @@
 namespace trainctl {
 namespace {
 
-// A spec ships a model and a few data files, not a data set of shards: 7
+// A spec ships a model and a few data files, not a data set of shards: 8
 // fixed fields and up to 15 named inputs for each of train and eval.
 constexpr size_t kMaxShippedFiles = 40;
 
@@ -39,6 +39,7 @@ const FileField kFileFields[] = {
     TRAINCTL_FILE_FIELD(data, train_labels),
     TRAINCTL_FILE_FIELD(data, eval_images),
     TRAINCTL_FILE_FIELD(data, eval_labels),
+    TRAINCTL_FILE_FIELD(data, tokenizer),
 };
 
 #undef TRAINCTL_FILE_FIELD

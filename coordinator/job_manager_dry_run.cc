@@ -58,6 +58,7 @@ void ApplyDataProbeResult(const v1::ProbeDataResult& result,
   PlanData data;
   data.input_shape.assign(result.input_shape().begin(), result.input_shape().end());
   data.num_classes = result.num_classes();
+  data.vocab_size = result.vocab_size();
   v1::MemoryPlan memory = PlanRankMemory(job.spec(), data, plan.per_rank_batch());
   memory.set_available_bytes(plan.memory().available_bytes());
   memory.set_available_on(plan.memory().available_on());

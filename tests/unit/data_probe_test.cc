@@ -5,6 +5,7 @@
 
 #include "common/data_probe.h"
 #include "common/data_shape_probe.h"
+#include "common/tokenizer_client.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -380,6 +381,62 @@ TEST_F(DataProbeTest, TheHandlerAnswersWithCountsOrABoundedError) {
   EXPECT_EQ(parsed.probe_data_result().error(), result.error());
 }
 
+
+
+// --- text: CSV text columns and text under a tokenizer ---
+
+TEST_F(DataProbeTest, CsvTextRowsAreRecordsNotLinesAndTheirClassesAreCounted) {
+  v1::DataSpec csv = Data("csv");
+  csv.set_header(true);
+  csv.set_text_column("text");
+  csv.set_seq_len(16);
+  csv.set_train_path(Write("t.csv", "text,label\n\"two\nlines\",pos\none,neg\n\"a,\nb\nc\",mid\n"));
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(csv);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, 3);
+  const PlanData shape = ProbeSampleShape(csv, {});
+  EXPECT_EQ(shape.num_classes, 3);
+  // A malformed record is refused as the ranks refuse it, unquoted.
+  csv.set_train_path(Write("bad.csv", "text,label\nok,1\n\"secret,1\n"));
+  counts = ProbeDataSamples(csv);
+  ASSERT_FALSE(counts.ok());
+  EXPECT_EQ(counts.status().message(),
+            "data.train_path: " + dir_ + "/bad.csv:3: a quoted field is not closed");
+}
+
+TEST_F(DataProbeTest, TextUnderATokenizerIsCountedInItsTokens) {
+  setenv("TRAINCTL_TOKENIZER", TRAINCTL_BIN_DIR "/trainctl-tokenizer", 1);
+  std::string corpus;
+  for (int i = 0; i < 200; ++i) corpus += "the cat sat on the mat\n";
+  TokenizerTraining t;
+  t.inputs = {Write("corpus.txt", corpus)};
+  t.output = dir_ + "/m.model";
+  t.vocab_size = 15;
+  const absl::StatusOr<TokenizerInfo> trained = TrainTokenizer(t);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  absl::StatusOr<std::vector<std::vector<int32_t>>> line =
+      EncodeTexts(t.output, "m", {"the cat sat on the mat"});
+  ASSERT_TRUE(line.ok());
+  const int64_t tokens = 200 * (static_cast<int64_t>((*line)[0].size()) + 1);  // + </s>
+  v1::DataSpec text = Data("text");
+  text.set_train_path(t.inputs[0]);
+  text.set_tokenizer(t.output);
+  text.set_seq_len(10);
+  absl::StatusOr<DataSampleCounts> counts = ProbeDataSamples(text);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->train_samples, (tokens - 1) / 10);
+  EXPECT_EQ(ProbeSampleShape(text, {}).vocab_size, 15);
+  // Over the read limit the ranks count it; a model that does not load is
+  // named, its bytes not quoted.
+  DataProbeLimits small;
+  small.max_bytes_read = 100;
+  EXPECT_EQ(ProbeDataSamples(text, small).status().code(), absl::StatusCode::kResourceExhausted);
+  text.set_tokenizer(Write("secret.model", "secret-bytes"));
+  counts = ProbeDataSamples(text);
+  ASSERT_FALSE(counts.ok());
+  EXPECT_EQ(counts.status().message(),
+            "data.tokenizer: " + dir_ + "/secret.model: is not a SentencePiece model");
+}
 
 }  // namespace
 }  // namespace trainctl

@@ -29,6 +29,7 @@ v1::ProbeDataResult HandleProbeData(const v1::ProbeDataRequest& request,
   const PlanData shape = ProbeSampleShape(request.data(), limits);
   for (int64_t d : shape.input_shape) result.add_input_shape(d);
   result.set_num_classes(shape.num_classes);
+  result.set_vocab_size(shape.vocab_size);
   return result;
 }
 

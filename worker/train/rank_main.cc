@@ -276,6 +276,8 @@ int RunRank(const v1::RankLaunch& launch) {
     auto loaded = data.get();
     if (!loaded.ok()) return loaded;
     loaded->plan_facts["data_load_ms"] = load_ms;
+    // Token data: the vocabulary the model is built for (a tokenizer's pieces).
+    if (loaded->info.vocab_size > 0) loaded->plan_facts["vocab_size"] = loaded->info.vocab_size;
     if (!loaded->manifest.empty()) loaded->plan_facts["data_manifest_ms"] = loaded->manifest_ms;
     if (cache) {
       loaded->plan_facts["data_cache_hits"] = cache->hits();

@@ -90,7 +90,7 @@ absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& 
   ASSIGN_OR_RETURN(const std::vector<AudioManifestRow> rows,
                    ParseAudioManifest(text, audio, req.field, req.path, req.limit));
   ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
-                   AudioClassIds(rows, req.audio_classes, req.field, req.path));
+                   AudioClassIds(rows, req.class_names, req.field, req.path));
   ASSIGN_OR_RETURN(const LogMelSpectrogram log_mel, LogMelSpectrogram::Create(audio));
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t samples = AudioClipSamples(audio);
@@ -119,9 +119,9 @@ absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& 
   out.info.input_shape = {1, audio.n_mels(), frames};
   // Named classes are as many as the training set names, whichever of them
   // this set (or shard) holds.
-  out.info.num_classes = req.audio_classes.empty()
+  out.info.num_classes = req.class_names.empty()
                              ? max_label + 1
-                             : static_cast<int64_t>(req.audio_classes.size());
+                             : static_cast<int64_t>(req.class_names.size());
   out.data = std::make_shared<TensorDataset>(std::move(features), std::move(labels));
   return out;
 }

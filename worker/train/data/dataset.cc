@@ -74,7 +74,7 @@ absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
 
 absl::StatusOr<LoadedSet> ReadFile(const ReadRequest& req,
                                    const v1::DataSpec& d) {
-  if (d.format() == "csv") return ReadCsv(req, d);
+  if (d.format() == "csv") return d.text_column().empty() ? ReadCsv(req, d) : ReadCsvText(req, d);
   if (d.format() == "tokens") return ReadTokens(req, d);
   if (d.format() == "text") return ReadText(req, d);
   if (d.format() == "tensors") return ReadTensors(req);
@@ -210,8 +210,15 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   req.vocab_size = spec.model().vocab_size();
   req.labels_path = eval ? d.eval_labels() : d.train_labels();
   req.labels_field = eval ? "data.eval_labels" : "data.train_labels";
+  if (cache != nullptr && cache->UnusableDirReason().empty()) {
+    req.scratch_dir = cache->dir();
+  } else if (const char* tmp = getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') {
+    req.scratch_dir = tmp;
+  }
   if (d.format() == "audio") {
-    ASSIGN_OR_RETURN(req.audio_classes, AudioTrainingClasses(d));
+    ASSIGN_OR_RETURN(req.class_names, AudioTrainingClasses(d));
+  } else if (d.format() == "csv" && !d.text_column().empty() && task == "classification") {
+    ASSIGN_OR_RETURN(req.class_names, CsvTextTrainingClasses(d));
   }
   // In train_inputs' order, so both sets name their inputs alike.
   req.input_name = d.input_name();

@@ -43,9 +43,12 @@ struct ReadRequest {
   };
   std::vector<NamedFile> more_inputs;
   std::string input_name;
-  // format audio: the training set's classes by name (AudioClassNames),
-  // empty when its labels are class ids.
-  std::vector<std::string> audio_classes;
+  // format audio, and csv with text_column: the training set's classes by
+  // name (ClassNamesOf), empty when its labels are class ids.
+  std::vector<std::string> class_names;
+  // Where data.tokenizer's ids of a text file are kept, in a file with no
+  // name (the data cache's directory, else the temporary directory).
+  std::string scratch_dir = "/tmp";
 };
 
 // The whole file's bytes, or INVALID_ARGUMENT "FIELD: PATH: cannot open: ..".
@@ -54,15 +57,25 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
 
 absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
                                   const v1::DataSpec& data);
+// format csv with data.text_column: token ids [seq_len] of each row's text
+// (data.tokenizer's subwords, else bytes) with an attention_mask, and its
+// label.
+absl::StatusOr<LoadedSet> ReadCsvText(const ReadRequest& req, const v1::DataSpec& data);
+// format csv with text_column, task classification: the classes of every
+// training file's labels, for ReadRequest::class_names of both sets.
+absl::StatusOr<std::vector<std::string>> CsvTextTrainingClasses(const v1::DataSpec& data);
 // The next-token windows of a token file (`options` names it, and, for a
-// .npy, where its ids begin): vocabulary 256 for text's bytes, else the
-// declared one (req.vocab_from_declaration) or the largest id + 1.
+// .npy, where its ids begin): vocabulary 256 for text's bytes, else
+// `known_vocab` when given (a tokenizer's), the declared one
+// (req.vocab_from_declaration) or the largest id + 1.
 absl::StatusOr<LoadedSet> TokenWindowSet(const ReadRequest& req,
-                                         TokenFileDataset::Options options);
+                                         TokenFileDataset::Options options,
+                                         int64_t known_vocab = 0);
 // format tokens: flat little-endian ids of data.token_dtype.
 absl::StatusOr<LoadedSet> ReadTokens(const ReadRequest& req,
                                      const v1::DataSpec& data);
-// format text: the file's bytes are the tokens (vocab 256).
+// format text: the file's bytes are the tokens (vocab 256), or with
+// data.tokenizer its lines' subword ids, each line ended by </s>.
 absl::StatusOr<LoadedSet> ReadText(const ReadRequest& req,
                                    const v1::DataSpec& data);
 // format npy: np.save arrays; inputs [N, ...] with labels [N] (or [N, k]
@@ -79,7 +92,7 @@ absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
 // clip_seconds and held as its log-mel spectrogram [1, n_mels, frames].
 absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& data);
 // format audio: the classes of every training manifest's labels, for
-// ReadRequest::audio_classes of both sets.
+// ReadRequest::class_names of both sets.
 absl::StatusOr<std::vector<std::string>> AudioTrainingClasses(const v1::DataSpec& data);
 // format tensors: torch.save({"x": X, "y": Y}) from Python.
 absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req);
