@@ -23,6 +23,7 @@
 #include "client/coordinator_client.h"
 #include "client/format.h"
 #include "client/export_command.h"
+#include "client/tokenizer_command.h"
 #include "client/history_command.h"
 #include "client/live_terminal.h"
 #include "client/login_command.h"
@@ -355,6 +356,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   CLI::App* login = AddLoginCommand(app);
   std::string completion_shell;
   CLI::App* completion = AddCompletionCommand(app, &completion_shell);
+  TokenizerArgs tokenizer_args;
+  CLI::App* tokenizer = AddTokenizerCommand(app, &tokenizer_args);
 
   // CLI11 answers a misspelt command with "A subcommand is required".
   if (const std::string word = FirstCommandWord(argc, argv); !word.empty()) {
@@ -378,6 +381,8 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
   }
 
   if (completion->parsed()) return PrintCompletion(app, completion_shell, out);
+  // Local work: no coordinator, so no settings are needed.
+  if (tokenizer->parsed()) return CmdTokenizer(tokenizer_args, std::cin, out, err);
   bool version_json = false;
   if (version->parsed()) {
     const char* env_output = std::getenv("TRAINCTL_OUTPUT");

@@ -45,7 +45,8 @@ install(CODE "
 set(TRAINCTL_EXAMPLES_DIR ${CMAKE_INSTALL_DATADIR}/trainctl/examples)
 install(FILES examples/fashion-mnist-mlp.yaml examples/fashion-mnist-cnn.yaml
               examples/fashion-mnist-cnn-augmented.yaml
-              examples/fortunes-gpt.yaml examples/export_torchscript.py
+              examples/fortunes-gpt.yaml examples/fortunes-gpt-subwords.yaml
+              examples/make_fortune_topics.sh examples/export_torchscript.py
               examples/export_hf_classifier.py
               examples/trainctl_models.py
               deploy/systemd/trainctl-coordinator.env
