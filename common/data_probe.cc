@@ -15,7 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/audio_manifest.h"
-#include "common/csv_text_rows.h"
+#include "common/data_probe_text.h"
 #include "common/data_shards.h"
 #include "common/npy_header.h"
 #include "common/status_macros.h"
@@ -194,64 +194,18 @@ absl::StatusOr<int64_t> CsvRowCount(const std::string& field,
   return limit > 0 ? std::min(rows, limit) : rows;
 }
 
-// Records of a CSV file with a text column, whose quoted cells may span
-// lines, so they are parsed rather than counted as lines.
-absl::StatusOr<int64_t> CsvTextRowCount(const std::string& field, const std::string& path,
-                                        const v1::DataSpec& data, int64_t limit,
-                                        const DataProbeLimits& limits) {
-  struct stat st;
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
-  ScopedFd owned(fd);
-  if (st.st_size > limits.max_bytes_read) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        field, ": ", path, " is over the data probe's limit of ", limits.max_bytes_read,
-        " bytes; the ranks count its rows when the job starts"));
-  }
-  std::string text;
-  if (!ReadFullyAt(fd, 0, static_cast<size_t>(st.st_size), &text)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": cannot read"));
-  }
-  ASSIGN_OR_RETURN(const CsvTextRows rows, ParseCsvTextRows(text, data, field, path, limit));
-  return static_cast<int64_t>(rows.texts.size());
-}
-
-// Tokens of a text file under data.tokenizer: the text is encoded (the ids
-// thrown away), as the ranks will encode it.
-absl::StatusOr<int64_t> TokenizedTextTokens(const std::string& field, const std::string& path,
-                                            const v1::DataSpec& data, int64_t size,
-                                            const DataProbeLimits& limits) {
-  if (size > limits.max_bytes_read) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        field, ": ", path, " is over the data probe's limit of ", limits.max_bytes_read,
-        " bytes; the ranks tokenize and count it when the job starts"));
-  }
-  const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  if (null < 0) return absl::InternalError(absl::StrCat("/dev/null: ", strerror(errno)));
-  ScopedFd owned(null);
-  return EncodeTextLines(data.tokenizer(), "data.tokenizer", path, field, null, limits.deadline);
-}
-
-// Next-token windows of a tokens or text file, from its size (or, for text
-// under data.tokenizer, its tokens).
+// Next-token windows of a tokens or text file, from its size (text under
+// data.tokenizer: data_probe_text.h).
 absl::StatusOr<int64_t> WindowCount(const std::string& field,
                                     const std::string& path,
                                     const v1::DataSpec& data, int64_t limit,
                                     const DataProbeLimits& limits) {
+  if (data.format() == "text" && !data.tokenizer().empty()) {
+    return TokenizedTextWindowCount(field, path, data, limit, limits);
+  }
   struct stat st;
   ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
   ScopedFd owned(fd);
-  if (data.format() == "text" && !data.tokenizer().empty()) {
-    ASSIGN_OR_RETURN(const int64_t tokens,
-                     TokenizedTextTokens(field, path, data, st.st_size, limits));
-    const int64_t seq_len = std::max(1, data.seq_len());
-    if (tokens < seq_len + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", path, ": ", tokens, " tokens (data.tokenizer's) is too few for one "
-          "window of seq_len ", seq_len, " + 1"));
-    }
-    const int64_t windows = (tokens - 1) / seq_len;
-    return limit > 0 ? std::min(windows, limit) : windows;
-  }
   const bool text = data.format() == "text";
   const bool wide = data.token_dtype() == "uint32";
   const int64_t width = text ? 1 : (wide ? 4 : 2);
@@ -339,18 +293,7 @@ absl::StatusOr<int64_t> AudioManifestCount(const std::string& field,
                                            const std::string& path,
                                            const v1::AudioSpec& audio, int64_t limit,
                                            const DataProbeLimits& limits) {
-  struct stat st;
-  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(field, path, &st));
-  ScopedFd owned(fd);
-  if (st.st_size > limits.max_bytes_read) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        field, ": ", path, " is over the data probe's limit of ", limits.max_bytes_read,
-        " bytes; the ranks count its rows when the job starts"));
-  }
-  std::string text;
-  if (!ReadFullyAt(fd, 0, static_cast<size_t>(st.st_size), &text)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": cannot read it"));
-  }
+  ASSIGN_OR_RETURN(const std::string text, ReadWithinLimit(field, path, limits));
   ASSIGN_OR_RETURN(const std::vector<AudioManifestRow> rows,
                    ParseAudioManifest(text, audio, field, path, limit));
   return static_cast<int64_t>(rows.size());

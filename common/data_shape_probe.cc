@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -109,67 +110,66 @@ void ProbeCsv(const v1::DataSpec& data, const std::string& path, PlanData* out) 
   if (columns >= 2) out->input_shape = {columns - 1};
 }
 
-// csv with text_column: the classes of every training file's labels, as
-// the ranks count them (ClassNamesOf), when all are within the read limit;
-// the sample shape and byte vocabulary are the spec's (ResolvePlanData).
-void ProbeCsvTextClasses(const v1::DataSpec& data, const std::vector<std::string>& files,
-                         const DataProbeLimits& limits, PlanData* out) {
-  std::vector<std::string> labels;
+// The text of every file, in order, when all are readable and within the
+// read limit together; nullopt otherwise (the ranks will tell).
+std::optional<std::vector<std::string>> ReadAllWithinLimit(const std::vector<std::string>& files,
+                                                           const DataProbeLimits& limits) {
+  std::vector<std::string> texts;
   int64_t bytes = 0;
   for (const std::string& file : files) {
     struct stat st;
     absl::StatusOr<int> fd = OpenRegularFile("data.train_path", file, &st);
-    if (!fd.ok()) return;
-    std::string text;
+    if (!fd.ok()) return std::nullopt;
     bytes += st.st_size;
     const bool read = bytes <= limits.max_bytes_read &&
-                      ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
+                      ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &texts.emplace_back());
     ::close(*fd);
-    if (!read) return;
-    absl::StatusOr<CsvTextRows> rows = ParseCsvTextRows(text, data, "data.train_path", file);
+    if (!read) return std::nullopt;
+  }
+  return texts;
+}
+
+// The classes the ranks count for a training set's labels (ClassNamesOf):
+// its names, or its largest id + 1; 0 when the labels are no classes.
+int64_t NumClassesOf(const std::vector<std::string>& labels) {
+  absl::StatusOr<std::vector<std::string>> names = ClassNamesOf(labels, "data.train_path");
+  if (!names.ok()) return 0;
+  if (!names->empty()) return static_cast<int64_t>(names->size());
+  absl::StatusOr<std::vector<int64_t>> ids = ClassIdsOf(labels, {}, {}, "data.train_path", "");
+  return ids.ok() && !ids->empty() ? *std::max_element(ids->begin(), ids->end()) + 1 : 0;
+}
+
+// csv with text_column: the classes of every training file's labels, when
+// all are within the read limit; the sample shape and byte vocabulary are
+// the spec's (ResolvePlanData).
+void ProbeCsvTextClasses(const v1::DataSpec& data, const std::vector<std::string>& files,
+                         const DataProbeLimits& limits, PlanData* out) {
+  const std::optional<std::vector<std::string>> texts = ReadAllWithinLimit(files, limits);
+  if (!texts) return;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < files.size(); ++i) {
+    absl::StatusOr<CsvTextRows> rows =
+        ParseCsvTextRows((*texts)[i], data, "data.train_path", files[i]);
     if (!rows.ok()) return;
     labels.insert(labels.end(), rows->labels.begin(), rows->labels.end());
   }
-  absl::StatusOr<std::vector<std::string>> names = ClassNamesOf(labels, "data.train_path");
-  if (!names.ok()) return;
-  if (!names->empty()) {
-    out->num_classes = static_cast<int64_t>(names->size());
-    return;
-  }
-  absl::StatusOr<std::vector<int64_t>> ids = ClassIdsOf(labels, {}, {}, "data.train_path", "");
-  if (ids.ok()) out->num_classes = *std::max_element(ids->begin(), ids->end()) + 1;
+  out->num_classes = NumClassesOf(labels);
 }
 
-// audio: the classes of every training manifest, as the ranks count them
-// (AudioClassNames), when all are within the read limit; the spectrogram's
-// shape is the spec's (ResolvePlanData).
+// audio: the classes of every training manifest, when all are within the
+// read limit; the spectrogram's shape is the spec's (ResolvePlanData).
 void ProbeAudio(const v1::DataSpec& data, const std::vector<std::string>& manifests,
                 const DataProbeLimits& limits, PlanData* out) {
-  std::vector<AudioManifestRow> rows;
-  int64_t bytes = 0;
-  for (const std::string& manifest : manifests) {
-    struct stat st;
-    absl::StatusOr<int> fd = OpenRegularFile("data.train_path", manifest, &st);
-    if (!fd.ok()) return;
-    std::string text;
-    bytes += st.st_size;
-    const bool read = bytes <= limits.max_bytes_read &&
-                      ReadFullyAt(*fd, 0, static_cast<size_t>(st.st_size), &text);
-    ::close(*fd);
-    if (!read) return;
-    absl::StatusOr<std::vector<AudioManifestRow>> part =
-        ParseAudioManifest(text, data.audio(), "data.train_path", manifest);
-    if (!part.ok()) return;
-    rows.insert(rows.end(), part->begin(), part->end());
+  const std::optional<std::vector<std::string>> texts = ReadAllWithinLimit(manifests, limits);
+  if (!texts) return;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    absl::StatusOr<std::vector<AudioManifestRow>> rows =
+        ParseAudioManifest((*texts)[i], data.audio(), "data.train_path", manifests[i]);
+    if (!rows.ok()) return;
+    for (const AudioManifestRow& row : *rows) labels.push_back(row.label);
   }
-  absl::StatusOr<std::vector<std::string>> names = AudioClassNames(rows, "data.train_path");
-  if (!names.ok()) return;
-  if (!names->empty()) {
-    out->num_classes = static_cast<int64_t>(names->size());
-    return;
-  }
-  absl::StatusOr<std::vector<int64_t>> ids = AudioClassIds(rows, {}, "data.train_path", "");
-  if (ids.ok()) out->num_classes = *std::max_element(ids->begin(), ids->end()) + 1;
+  out->num_classes = NumClassesOf(labels);
 }
 
 }  // namespace

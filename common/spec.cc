@@ -14,6 +14,7 @@
 #include "common/shipped_files.h"
 #include "common/spec_outputs.h"
 #include "common/spec_audio.h"
+#include "common/spec_text.h"
 #include "common/spec_inputs.h"
 #include "common/spec_reader.h"
 
@@ -170,22 +171,7 @@ void ReadData(SpecReader& top, v1::DataSpec* d, Errors* errors) {
   ReadTransforms(s, d->mutable_transforms(), errors);
   ReadNamedInputs(s, d, errors);
   ReadAudioSpec(s, d, errors);
-  d->set_tokenizer(s.String("tokenizer", ""));
-  d->set_text_column(s.String("text_column", ""));
-  if (!d->tokenizer().empty() && d->format() != "text" && d->format() != "csv") {
-    s.Error("data.tokenizer", absl::StrCat("applies to data.format text and csv (with "
-                                           "text_column); format ", d->format(),
-                                           " holds no text"));
-  }
-  if (!d->text_column().empty() && d->format() != "csv") {
-    s.Error("data.text_column", "applies to data.format csv");
-  }
-  if (d->format() == "csv" && !d->tokenizer().empty() && d->text_column().empty()) {
-    s.Error("data.tokenizer", "with format csv needs data.text_column, the column to tokenize");
-  }
-  if (!d->text_column().empty() && d->text_column() == d->label_column()) {
-    s.Error("data.text_column", "is also data.label_column");
-  }
+  ReadTextSpec(s, d);
   if (d->delimiter().size() != 1) {
     s.Error("data.delimiter", "must be exactly one character");
   }
@@ -382,17 +368,7 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
           "data.eval_labels: eval_path and eval_labels must be given together");
     }
   }
-  if (!d.text_column().empty()) {
-    if (spec.task() == "language_model") {
-      errors->push_back(
-          "data.text_column: gives one target per row; task language_model trains on "
-          "data.format text");
-    } else if (m.type() != "transformer_classifier" && m.type() != "torchscript") {
-      errors->push_back(absl::StrCat("model.type: ", m.type(),
-                                     " takes features; data.text_column gives token ids "
-                                     "(use transformer_classifier or torchscript)"));
-    }
-  }
+  CheckTextData(spec, errors);
   const auto& tf = d.transforms();
   if ((tf.has_normalize() || tf.has_random_crop() || tf.horizontal_flip() ||
        tf.resize_size() > 0) &&
