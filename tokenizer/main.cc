@@ -222,17 +222,34 @@ int EncodeRecords(const std::string& model_path, const std::string& records_path
   return 0;
 }
 
-// Training sentences from records files (CSV text columns, whose cells may
-// hold newlines), one file after another.
-class RecordsIterator : public sentencepiece::SentenceIterator {
+// Reads one line of `in` into `line` (\n dropped, and a \r before it);
+// false at the end of the file.
+bool NextLine(std::FILE* in, std::string* line) {
+  line->clear();
+  int c = 0;
+  while ((c = std::fgetc(in)) != EOF && c != '\n') line->push_back(static_cast<char>(c));
+  if (c == EOF && line->empty()) return false;
+  if (!line->empty() && line->back() == '\r') line->pop_back();
+  return true;
+}
+
+// Training sentences, one file after another: the non-empty lines of text
+// files, or the records of records files (CSV text columns, whose cells
+// may hold newlines). Read here rather than by SentencePiece's own reader,
+// which splits its input list at commas, so any file name will do.
+class SentencesIterator : public sentencepiece::SentenceIterator {
  public:
-  explicit RecordsIterator(std::vector<std::string> paths) : paths_(std::move(paths)) { Next(); }
-  ~RecordsIterator() override {
+  SentencesIterator(std::vector<std::string> paths, bool records)
+      : paths_(std::move(paths)), records_(records) {
+    Next();
+  }
+  ~SentencesIterator() override {
     if (in_ != nullptr) std::fclose(in_);
   }
   bool done() const override { return done_; }
   const std::string& value() const override { return value_; }
   sentencepiece::util::Status status() const override { return status_; }
+  int64_t count() const { return count_; }
   void Next() override {
     while (!done_) {
       if (in_ == nullptr) {
@@ -245,7 +262,13 @@ class RecordsIterator : public sentencepiece::SentenceIterator {
         ++next_;
       }
       bool bad = false;
-      if (NextRecord(in_, &value_, &bad)) return;
+      if (records_ ? NextRecord(in_, &value_, &bad) : NextLine(in_, &value_)) {
+        if (records_ || !value_.empty()) {
+          ++count_;
+          return;
+        }
+        continue;
+      }
       std::fclose(in_);
       in_ = nullptr;
       if (bad) return Stop(paths_[next_ - 1] + ": ends inside a record");
@@ -259,6 +282,8 @@ class RecordsIterator : public sentencepiece::SentenceIterator {
   }
 
   std::vector<std::string> paths_;
+  bool records_;
+  int64_t count_ = 0;  // sentences read so far
   size_t next_ = 0;
   std::FILE* in_ = nullptr;
   std::string value_;
@@ -290,25 +315,27 @@ int Train(const std::vector<std::string>& args) {
     std::cerr << kUsage;
     return 2;
   }
-  std::string joined;
-  for (const std::string& input : inputs) joined += (joined.empty() ? "" : ",") + input;
   // What `spm_train` calls these; the rest are SentencePiece's defaults
-  // (ids: <unk> 0, <s> 1, </s> 2), plus a padding id for classifiers.
+  // (ids: <unk> 0, <s> 1, </s> 2), plus a padding id for classifiers, and
+  // sentences up to 64 KiB (its default skips any over 4192 bytes, which a
+  // CSV text cell easily is).
   std::unordered_map<std::string, std::string> kwargs = {
       {"vocab_size", flags["vocab-size"]},
       {"model_type", flags["model-type"]},
       {"character_coverage", flags["character-coverage"]},
       {"input_sentence_size", flags["max-sentences"]},
       {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", "65536"},
       {"pad_id", "3"},
       {"model_prefix", ""}};
-  if (!records) kwargs["input"] = joined;
   sentencepiece::logging::SetMinLogLevel(2);
-  std::unique_ptr<RecordsIterator> iterator;
-  if (records) iterator = std::make_unique<RecordsIterator>(inputs);
+  SentencesIterator sentences(inputs, records);
   std::string model;
   const sentencepiece::util::Status trained =
-      sentencepiece::SentencePieceTrainer::Train(kwargs, iterator.get(), &model);
+      sentencepiece::SentencePieceTrainer::Train(kwargs, &sentences, &model);
+  if (!trained.ok() && sentences.status().ok() && sentences.count() == 0) {
+    return Fail("training failed: the inputs hold no text");
+  }
   if (!trained.ok()) {
     const std::string reason = Reason(trained);
     return Fail("training failed" + (reason.empty() ? "" : ": " + reason));

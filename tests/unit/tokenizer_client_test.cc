@@ -127,6 +127,34 @@ TEST_F(TokenizerClientTest, TrainingOnRecordsKeepsTextsWithNewlinesWhole) {
   EXPECT_TRUE((*ids)[1].empty());
 }
 
+TEST_F(TokenizerClientTest, LongTextsCountAndAnyFileNameWillDo) {
+  // 'x', 'y' and 'z' are only in one text of 6000 bytes, which SentencePiece's
+  // default would skip (over 4192); a comma would split its input list.
+  std::string lines;
+  for (int i = 0; i < 200; ++i) lines += "abc cab bca\n";
+  std::string longest;
+  while (longest.size() < 6000) longest += "xyz zyx ";
+  lines += longest + "\n";
+  TokenizerTraining t;
+  t.inputs = {Write("with,comma.txt", lines)};
+  t.output = dir_ + "/c.model";
+  t.vocab_size = 12;
+  t.model_type = "char";
+  t.character_coverage = 1.0;
+  absl::StatusOr<TokenizerInfo> info = TrainTokenizer(t);
+  ASSERT_TRUE(info.ok()) << info.status();
+  absl::StatusOr<std::vector<std::vector<int32_t>>> ids =
+      EncodeTexts(t.output, "data.tokenizer", {"xyz"});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_FALSE((*ids)[0].empty());
+  for (int32_t id : (*ids)[0]) EXPECT_NE(id, 0) << "an unknown piece";
+  // Nothing to train on is said so.
+  t.inputs = {Write("blank.txt", "\n\r\n\n")};
+  info = TrainTokenizer(t);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.status().message(), "training failed: the inputs hold no text");
+}
+
 TEST_F(TokenizerClientTest, FailuresNameTheFieldAndFileButQuoteNoText) {
   const std::string not_a_model = Write("secret.txt", "secret-password-123\n");
   absl::StatusOr<TokenizerInfo> info = ReadTokenizerInfo(not_a_model, "data.tokenizer");
