@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +27,70 @@ bool IsExecutable(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
          ::access(path.c_str(), X_OK) == 0;
+}
+
+
+// fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG: a helper must
+// not outlive a rank that crashes while it encodes a corpus (the agent
+// kills a rank's process group, but a rank that dies by itself kills
+// nothing). The signal follows the forking thread, which waits here for
+// the child. Only async-signal-safe calls between fork and exec; a failed
+// exec reports its errno through a close-on-exec pipe.
+absl::StatusOr<pid_t> SpawnBoundToThisThread(const std::vector<char*>& args, int stdout_fd,
+                                             int stderr_fd, const std::vector<int>& pass_fds) {
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  // Above the descriptors the child numbers 3, 4, ..., like the copies.
+  const int high = ::fcntl(exec_pipe[1], F_DUPFD_CLOEXEC, 64);
+  ::close(exec_pipe[1]);
+  exec_pipe[1] = high;
+  if (high < 0) {
+    ::close(exec_pipe[0]);
+    return absl::InternalError(absl::StrCat("fcntl(F_DUPFD): ", strerror(errno)));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(exec_pipe[0]);
+    ::close(exec_pipe[1]);
+    return absl::InternalError(absl::StrCat("fork: ", strerror(err)));
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    int err = 0;
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0 ||
+        ::dup2(stdout_fd, STDOUT_FILENO) < 0 || ::dup2(stderr_fd, STDERR_FILENO) < 0) {
+      err = errno;
+    }
+    for (size_t i = 0; err == 0 && i < pass_fds.size(); ++i) {
+      if (::dup2(pass_fds[i], 3 + static_cast<int>(i)) < 0) err = errno;
+    }
+    if (err == 0) {
+      ::execve(args[0], args.data(), environ);
+      err = errno;
+    }
+    ssize_t ignored = ::write(exec_pipe[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(exec_pipe[1]);
+  int child_errno = 0;
+  ssize_t got;
+  while ((got = ::read(exec_pipe[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof child_errno)) {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", args[0], ": ", strerror(child_errno)));
+  }
+  return pid;
 }
 
 }  // namespace
@@ -74,30 +138,19 @@ absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
       (separate_stdout && ::pipe2(out_pipe, O_CLOEXEC) != 0)) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, separate_stdout ? out_pipe[1] : err_pipe[1],
-                                   STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  for (size_t i = 0; i < copies.size(); ++i) {
-    posix_spawn_file_actions_adddup2(&actions, copies[i], 3 + static_cast<int>(i));
-  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  pid_t pid = -1;
-  const int spawned =
-      posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const int stdout_fd = separate_stdout ? out_pipe[1] : err_pipe[1];
+  absl::StatusOr<pid_t> spawned = SpawnBoundToThisThread(args, stdout_fd, err_pipe[1], copies);
   ::close(err_pipe[1]);
   if (separate_stdout) ::close(out_pipe[1]);
-  if (spawned != 0) {
+  if (!spawned.ok()) {
     ::close(err_pipe[0]);
     if (separate_stdout) ::close(out_pipe[0]);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", argv[0], ": ", strerror(spawned)));
+    return spawned.status();
   }
+  const pid_t pid = *spawned;
   ChildResult result;
   // Both pipes are drained together, so a child filling one never stalls.
   struct pollfd fds[2] = {{err_pipe[0], POLLIN, 0}, {out_pipe[0], POLLIN, 0}};

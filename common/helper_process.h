@@ -28,6 +28,7 @@ struct ChildResult {
 // `output` when `separate_stdout`). `pass_fds[i]` is the child's
 // descriptor 3 + i (/dev/fd/3, ...): files that never need a name. Past
 // `deadline` the child is killed (SIGKILL) and reaped, with timed_out set.
+// The child is also killed when this process dies first (PR_SET_PDEATHSIG).
 // FAILED_PRECONDITION when it cannot be started.
 absl::StatusOr<ChildResult> RunChild(const std::vector<std::string>& argv,
                                      absl::Time deadline = absl::InfiniteFuture(),

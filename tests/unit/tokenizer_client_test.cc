@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -230,6 +233,42 @@ TEST_F(TokenizerClientTest, AChildPastItsDeadlineIsKilledAndStdoutIsKeptApart) {
   ASSERT_EQ(::pread(::fileno(unnamed), got, sizeof got - 1, 0), 9);
   EXPECT_STREQ(got, "to-three\n");
   std::fclose(unnamed);
+}
+
+
+// A rank that dies by itself (a crash, the OOM killer) takes its helper
+// with it. This test adopts orphans, so the helper comes back to it.
+TEST_F(TokenizerClientTest, AChildDiesWithTheProcessThatRanIt) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const std::string pid_file = dir_ + "/helper.pid";
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    (void)RunChild({"/bin/sh", "-c", "echo $$ > " + pid_file + ".part && mv " + pid_file +
+                                         ".part " + pid_file + " && exec sleep 60"});
+    ::_exit(0);
+  }
+  pid_t helper = 0;
+  for (int i = 0; i < 1000 && helper == 0; ++i) {  // up to 10 s
+    std::ifstream in(pid_file);
+    if (!(in >> helper)) ::usleep(10000);
+  }
+  ASSERT_GT(helper, 0) << "the helper never started";
+  ::kill(runner, SIGKILL);
+  ASSERT_EQ(::waitpid(runner, nullptr, 0), runner);
+  int status = 0;
+  pid_t reaped = 0;
+  for (int i = 0; i < 2000 && reaped == 0; ++i) {  // up to 20 s, well under its 60
+    reaped = ::waitpid(helper, &status, WNOHANG);
+    if (reaped == 0) ::usleep(10000);
+  }
+  if (reaped == 0) {
+    ::kill(helper, SIGKILL);
+    ::waitpid(helper, nullptr, 0);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  ASSERT_EQ(reaped, helper) << "the helper outlived the process that ran it";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 }  // namespace
