@@ -382,12 +382,16 @@ int RunCli(int argc, const char* const* argv, std::ostream& out,
 
   if (completion->parsed()) return PrintCompletion(app, completion_shell, out);
   // Local work: no coordinator, so no settings are needed.
-  if (tokenizer->parsed()) return CmdTokenizer(tokenizer_args, std::cin, out, err);
+  const char* env_output = std::getenv("TRAINCTL_OUTPUT");
+  const bool local_json = output == "json" || (output.empty() && env_output != nullptr &&
+                                               std::string(env_output) == "json");
+  if (tokenizer->parsed()) {
+    tokenizer_args.json = local_json;
+    return CmdTokenizer(tokenizer_args, std::cin, out, err);
+  }
   bool version_json = false;
   if (version->parsed()) {
-    const char* env_output = std::getenv("TRAINCTL_OUTPUT");
-    version_json = output == "json" || (output.empty() && env_output != nullptr &&
-                                        std::string(env_output) == "json");
+    version_json = local_json;
     // Before the config file is read: a broken one must not hide this.
     if (version_client_only || !version_json) PrintVersion(out, version_json);
     if (version_client_only) return kExitOk;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/json_text.h"
 #include "common/csv_text_rows.h"
 #include "common/data_shards.h"
 #include "common/spec.h"
@@ -164,6 +165,14 @@ int Train(const TokenizerArgs& args, std::ostream& out, std::ostream& err) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat(args.out, ": cannot write: ", strerror(rename_errno))));
   }
+  if (args.json) {
+    out << "{\"file\":" << JsonString(args.out) << ",\"pieces\":" << trained->pieces
+        << ",\"model_type\":" << JsonString(args.model_type);
+    if (rows > 0) out << ",\"texts\":" << rows;
+    out << ",\"unk_id\":" << trained->unk_id << ",\"bos_id\":" << trained->bos_id
+        << ",\"eos_id\":" << trained->eos_id << ",\"pad_id\":" << trained->pad_id << "}\n";
+    return kExitOk;
+  }
   out << "wrote " << args.out << ": " << trained->pieces << " pieces (" << args.model_type
       << ") from " << text.where;
   if (rows > 0) out << " (" << rows << " texts of column " << text.text_column << ")";
@@ -183,7 +192,13 @@ int Encode(const TokenizerArgs& args, std::istream& in, std::ostream& out, std::
     err << "trainctl: tokenizer encode: " << ids.status().message() << "\n";
     return absl::IsInvalidArgument(ids.status()) ? kExitUsage : kExitFailed;
   }
-  for (const std::vector<int32_t>& row : *ids) out << absl::StrJoin(row, " ") << "\n";
+  for (const std::vector<int32_t>& row : *ids) {
+    if (args.json) {
+      out << "{\"ids\":[" << absl::StrJoin(row, ",") << "]}\n";
+    } else {
+      out << absl::StrJoin(row, " ") << "\n";
+    }
+  }
   return kExitOk;
 }
 

@@ -29,6 +29,7 @@ struct TokenizerArgs {
   std::string model_type = "unigram";
   double character_coverage = 0.9995;
   int64_t max_sentences = 1000000;
+  bool json = false;  // -o json: one JSON object (train), one a text (encode)
   // encode
   std::string model;
   std::vector<std::string> texts;  // none: stdin's lines
