@@ -33,6 +33,20 @@ std::map<std::string, std::string> ModelFileMetadata(
       {"trainctl.eval", CompactJson(eval_json)},
   };
   if (spec.data().has_transforms()) meta["trainctl.transforms"] = CompactJson(transforms);
+  const v1::DataSpec& data = spec.data();
+  if (!data.tokenizer().empty() || !data.text_column().empty()) {
+    google::protobuf::Struct text;
+    auto& fields = *text.mutable_fields();
+    fields["seq_len"].set_number_value(data.seq_len());
+    if (!data.text_column().empty()) fields["text_column"].set_string_value(data.text_column());
+    if (!data.tokenizer().empty()) {
+      fields["tokenizer"].set_string_value(data.tokenizer());
+      for (const v1::ShippedFile& f : spec.shipped_files()) {
+        if (f.field() == "data.tokenizer") fields["tokenizer_sha256"].set_string_value(f.sha256());
+      }
+    }
+    meta["trainctl.text"] = CompactJson(text);
+  }
   return meta;
 }
 

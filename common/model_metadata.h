@@ -15,6 +15,9 @@ namespace trainctl {
 // trainctl.job_name, trainctl.step, trainctl.epoch, and format "pt".
 // `transforms`: data.transforms as applied, normalize.from_data's
 // statistics filled in; written only when the spec has transforms.
+// trainctl.text (JSON), for text read through data.tokenizer or a CSV
+// data.text_column: seq_len, text_column, and the tokenizer's path as the
+// spec names it, with its tokenizer_sha256 when it was shipped.
 // The same for `trainctl export` and the model a job logs to MLflow.
 std::map<std::string, std::string> ModelFileMetadata(
     const v1::JobSpec& spec, const std::string& job_id, int64_t step, int epoch,

@@ -15,6 +15,9 @@ the file's metadata, which `load` keeps as `model.trainctl`:
     trainctl.task        classification | language_model | regression
     trainctl.transforms  the job's data.transforms (JSON), when it has any
     trainctl.eval        the evaluation at the checkpoint's step (JSON)
+    trainctl.text        for text a tokenizer or a CSV text column reads
+                         (JSON): tokenizer (the spec's path, and its
+                         tokenizer_sha256 when shipped), seq_len, text_column
     trainctl.job_id, trainctl.job_name, trainctl.step, trainctl.epoch
 
 Inputs are what the job trained on: IDX and WebDataset images as float32
@@ -22,8 +25,14 @@ in [0, 1] (uint8 / 255), [B, C, H, W] or [B, H, W]; token ids as int64;
 for audio_cnn, log-mel spectrograms [B, 1, n_mels, frames] as
 docs/job-spec.md ("Audio") says how to compute them with torchaudio.
 `eval_inputs` applies the job's evaluation transforms (resize, centre crop,
-normalisation) to such images. Works with torch 1.13 and 2.x; needs the
-`safetensors` package (pip install safetensors).
+normalisation) to such images. `text_inputs` turns texts into the
+`input_ids` and `attention_mask` a CSV-text classifier trained on:
+
+    ids, mask = trainctl_models.text_inputs(["some text"], model.trainctl)
+    logits = model(ids, mask)
+
+Works with torch 1.13 and 2.x; needs the `safetensors` package (pip
+install safetensors), and `sentencepiece` for text under a tokenizer.
 """
 import json
 import math
@@ -82,14 +91,17 @@ class Cnn(nn.Module):
         return self.head(x)
 
 
-def _attention(q, k, v, causal):
+def _attention(q, k, v, causal, keep=None):
+    """keep: bool [B, 1, 1, T], true for the keys a query may attend to."""
     if hasattr(F, "scaled_dot_product_attention"):  # torch 2.x, as trainctl's
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if causal:
         t = q.size(-2)
         mask = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
+    if keep is not None:
+        scores = scores.masked_fill(keep.logical_not(), float("-inf"))
     return torch.softmax(scores, -1) @ v
 
 
@@ -107,19 +119,20 @@ class TransformerBlock(nn.Module):
         self.heads = n_heads
         self.causal = causal
 
-    def forward(self, x):
+    def forward(self, x, keep=None):
         b, t, c = x.shape
         qkv = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads)
         q, k, v = (qkv.select(2, i).transpose(1, 2) for i in range(3))
-        y = _attention(q, k, v, self.causal).transpose(1, 2).reshape(b, t, c)
+        y = _attention(q, k, v, self.causal, keep).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 class Transformer(nn.Module):
     """Token + learned position embeddings, blocks, a final norm. The
-    classifier (causal_lm False) mean-pools positions into its head; the GPT
-    maps every position to next-token logits."""
+    classifier (causal_lm False) mean-pools positions into its head (only
+    the tokens', given an attention_mask: padding is neither attended to nor
+    pooled); the GPT maps every position to next-token logits."""
 
     def __init__(self, vocab_size, d_model, n_layers, n_heads, d_ff, max_seq_len,
                  out_features, causal_lm):
@@ -134,15 +147,20 @@ class Transformer(nn.Module):
         self.head = nn.Linear(d_model, out_features)
         self.causal_lm = causal_lm
 
-    def forward(self, tokens):
-        positions = torch.arange(tokens.size(1), device=tokens.device)
+    def forward(self, tokens, attention_mask=None):
+        b, t = tokens.shape
+        positions = torch.arange(t, device=tokens.device)
         x = self.token(tokens) + self.position(positions)
+        keep = None if attention_mask is None else attention_mask.ne(0).view(b, 1, 1, t)
         for i in range(self.layers):
-            x = getattr(self, f"block{i}")(x)
+            x = getattr(self, f"block{i}")(x, keep)
         x = self.norm(x)
-        if not self.causal_lm:
-            x = x.mean(1)
-        return self.head(x)
+        if self.causal_lm:
+            return self.head(x)
+        if attention_mask is None:
+            return self.head(x.mean(1))
+        weights = attention_mask.to(x.dtype).unsqueeze(-1)
+        return self.head((x * weights).sum(1) / weights.sum(1))
 
 
 def _count(state, pattern):
@@ -223,6 +241,36 @@ def eval_inputs(images, meta):
         inv_std = (1.0 / torch.tensor(norm["std"], dtype=torch.float64)).float().view(shape)
         x = (x - mean) * inv_std
     return x
+
+
+def text_inputs(texts, meta, tokenizer=None):
+    """Texts as a CSV-text job read them: ids of the job's tokenizer (its
+    SentencePiece model; `tokenizer` names the file where the recorded path
+    does not reach it), else UTF-8 bytes; cut at data.seq_len or padded
+    with <pad>; int64 `input_ids` and `attention_mask` [B, seq_len]. An
+    empty text keeps one position, as the ranks' does."""
+    text = meta.get("trainctl.text") or {}
+    seq_len = int(text.get("seq_len") or 0)
+    if seq_len < 1:
+        raise ValueError("the file's metadata has no trainctl.text.seq_len: "
+                         "it is not a model of text")
+    path = tokenizer or text.get("tokenizer")
+    if path:
+        import sentencepiece
+        processor = sentencepiece.SentencePieceProcessor(model_file=path)
+        rows = [processor.encode(t) for t in texts]
+        pad = processor.pad_id() if processor.pad_id() >= 0 else 0
+    else:
+        rows = [list(t.encode("utf-8")) for t in texts]
+        pad = 0
+    ids = torch.full((len(rows), seq_len), pad, dtype=torch.int64)
+    mask = torch.zeros((len(rows), seq_len), dtype=torch.int64)
+    for i, row in enumerate(rows):
+        row = row[:seq_len]
+        if row:
+            ids[i, :len(row)] = torch.tensor(row, dtype=torch.int64)
+        mask[i, :max(1, len(row))] = 1
+    return ids, mask
 
 
 def _centre_crop(x, crop):

@@ -5,7 +5,9 @@ whether the module loaded in training mode.
 
 usage: export_check.py safetensors|torchscript FILE EVAL_IMAGES EVAL_LABELS LIMIT
        export_check.py text FILE EVAL_TEXT SEQ_LEN LIMIT   (a gpt on bytes)
+       export_check.py csv_text FILE EVAL_CSV 0 0   (a classifier: text,label)
 """
+import csv
 import gzip
 import json
 import sys
@@ -46,8 +48,30 @@ def score_text(path, text_path, seq_len, limit):
                       "loaded_in_training_mode": False, "torch": torch.__version__}))
 
 
+def score_csv_text(path, csv_path):
+    """A classifier on a CSV's text column (bytes, no tokenizer), through
+    trainctl_models.text_inputs: accuracy and mean loss, and how many texts
+    were padded (the attention mask's work)."""
+    model = trainctl_models.load(path)
+    with open(csv_path, newline="", encoding="ascii") as f:
+        rows = list(csv.DictReader(f))
+    texts = [r["text"] for r in rows]
+    labels = torch.tensor([int(r["label"]) for r in rows])
+    ids, mask = trainctl_models.text_inputs(texts, model.trainctl)
+    with torch.no_grad():
+        logits = model(ids, mask)
+    n = len(rows)
+    print(json.dumps({"accuracy": int((logits.argmax(1) == labels).sum()) / n,
+                      "loss": float(F.cross_entropy(logits, labels, reduction="sum")) / n,
+                      "samples": n, "padded": int((mask[:, -1] == 0).sum()),
+                      "text": model.trainctl["trainctl.text"],
+                      "loaded_in_training_mode": False, "torch": torch.__version__}))
+
+
 def main():
     kind, path, images_path, labels_path, limit = sys.argv[1:6]
+    if kind == "csv_text":
+        return score_csv_text(path, images_path)
     if kind == "text":
         return score_text(path, images_path, int(labels_path), int(limit))
     images = read_idx(images_path, int(limit))
