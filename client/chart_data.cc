@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -26,8 +27,8 @@ std::map<std::string, std::vector<std::string>> KindsByKey(
       if (std::find(list.begin(), list.end(), row.point.kind()) != list.end()) {
         continue;
       }
-      if (row.point.kind() == "train") {
-        list.insert(list.begin(), "train");
+      if (ParseMetricKind(row.point.kind()) == MetricKind::kTrain) {
+        list.insert(list.begin(), row.point.kind());
       } else {
         list.push_back(row.point.kind());
       }

@@ -20,6 +20,7 @@
 #include "common/shipped_files.h"
 #include "common/checkpoint_name.h"
 #include "common/model_metadata.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -43,7 +44,7 @@ absl::StatusOr<v1::ImageTransformsSpec> AppliedTransforms(Env& env, const v1::Jo
   if (!transforms.normalize().from_data()) return transforms;
   std::map<std::string, double> plan;
   absl::Status read = env.client->WatchJobSnapshot(job.id(), 1, [&](const v1::JobEvent& e) {
-    if (e.has_metric() && e.metric().kind() == "plan" &&
+    if (e.has_metric() && ParseMetricKind(e.metric().kind()) == MetricKind::kPlan &&
         e.metric().values().count("normalize_mean_0")) {
       plan.clear();
       plan.insert(e.metric().values().begin(), e.metric().values().end());
@@ -148,7 +149,7 @@ int CmdExport(Env& env, const ExportArgs& args) {
     return kExitNotFound;
   }
   const v1::ModelSpec& model = job->spec().model();
-  if (format == "torchscript" && model.type() != "torchscript") {
+  if (format == "torchscript" && ModelTypeOf(model) != ModelType::kTorchScript) {
     return Usage(env, absl::StrCat(
         "job ", job->id(), "'s model is the built-in ", model.type(),
         ", not a TorchScript module: export it as .safetensors and load it "

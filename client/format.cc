@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/names.h"
 #include "absl/strings/str_replace.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -127,14 +128,15 @@ std::vector<std::string> MetricHeadlineKeys(const v1::MetricPoint& point) {
   auto add = [&](const std::string& key) {
     if (v.count(key)) keys.push_back(key);
   };
-  if (point.kind() == "train") {
+  const MetricKind kind = ParseMetricKind(point.kind());
+  if (kind == MetricKind::kTrain) {
     for (const char* key : {"loss", "lr", "samples_per_sec", "tokens_per_sec",
                             "step_ms", "grad_norm", "loss_scale"}) {
       add(key);
     }
     return keys;
   }
-  if (point.kind() == "eval") {
+  if (kind == MetricKind::kEval) {
     for (const auto& [key, value] : v) {
       // Per-class scores (eval_f1_3) and the precision/recall behind the
       // F1 are there with --wide.
@@ -164,7 +166,8 @@ std::string ComputeSpread(const v1::MetricPoint& point) {
 }  // namespace
 
 std::string FormatMetricValues(const v1::MetricPoint& point, bool wide) {
-  if (!wide && (point.kind() == "train" || point.kind() == "eval")) {
+  const MetricKind kind = ParseMetricKind(point.kind());
+  if (!wide && (kind == MetricKind::kTrain || kind == MetricKind::kEval)) {
     std::vector<std::string> parts;
     for (const std::string& key : MetricHeadlineKeys(point)) {
       parts.push_back(FormatMetricValue(key, point.values().at(key)));

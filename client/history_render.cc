@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -31,7 +32,7 @@ std::string FinalLoss(const v1::JobAccount& job) {
 std::string FinalEval(const v1::JobAccount& job) {
   if (job.final_eval().values().empty()) return "-";
   v1::MetricPoint point = job.final_eval();
-  point.set_kind("eval");
+  point.set_kind(MetricKindName(MetricKind::kEval));
   const std::vector<std::string> keys = MetricHeadlineKeys(point);
   if (keys.empty()) return "-";
   return FormatMetricValue(keys.front(), point.values().at(keys.front()));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -196,7 +197,8 @@ std::vector<std::string> ApplyEvent(LiveModel& model, const v1::JobEvent& event,
           m.rank() < model.job.ranks_size()) {
         model.job.mutable_ranks(m.rank())->set_joined(true);
       }
-      if (m.kind() == "train") {
+      const MetricKind kind = ParseMetricKind(m.kind());
+      if (kind == MetricKind::kTrain) {
         model.trained_this_generation = true;
         // Steps trained again after a restart start a fresh history.
         if (!model.recent_train.empty() &&
@@ -207,9 +209,9 @@ std::vector<std::string> ApplyEvent(LiveModel& model, const v1::JobEvent& event,
         while (model.recent_train.size() > kRecentTrainPoints) {
           model.recent_train.pop_front();
         }
-      } else if (m.kind() == "eval") {
+      } else if (kind == MetricKind::kEval) {
         model.latest_eval = m;
-      } else if (m.kind() == "plan") {
+      } else if (kind == MetricKind::kPlan) {
         auto it = m.values().find("total_steps");
         if (it != m.values().end()) {
           model.job.set_total_steps(static_cast<int64_t>(it->second));
@@ -336,7 +338,7 @@ std::optional<absl::Duration> EstimateRemaining(
 
 bool TrainedThisGeneration(const v1::Job& job) {
   for (const v1::RankProgress& p : job.progress()) {
-    if (p.phase() != "starting") return true;
+    if (ParseRankPhase(p.phase()) != RankPhase::kStarting) return true;
   }
   return job.latest_train().step() > 0 && job.started_unix_ms() > 0 &&
          job.latest_train().time_unix_ms() >= job.started_unix_ms();

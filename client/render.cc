@@ -15,6 +15,7 @@
 #include "common/memory_plan.h"
 #include "common/proto_json.h"
 #include "client/live_view.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::client {
 namespace {
@@ -359,7 +360,7 @@ std::string RenderCheckpointTable(const v1::ListCheckpointsResponse& response,
   for (const v1::Checkpoint& c : response.checkpoints()) {
     // The eval results it was kept by; timings and spreads with --wide.
     v1::MetricPoint point;
-    point.set_kind("eval");
+    point.set_kind(MetricKindName(MetricKind::kEval));
     point.mutable_values()->insert(c.metrics().begin(), c.metrics().end());
     std::vector<std::string> keys = MetricHeadlineKeys(point);
     if (ctx.wide) {
@@ -408,7 +409,7 @@ std::string RenderEventLine(const v1::JobEvent& event, int64_t total_steps,
           m.time_unix_ms() != 0 ? m.time_unix_ms() : event.time_unix_ms();
       const std::string kind = m.kind().empty() ? "metric" : m.kind();
       std::string step = absl::StrCat(m.step());
-      if (kind == "train" && total_steps > 0) {
+      if (ParseMetricKind(m.kind()) == MetricKind::kTrain && total_steps > 0) {
         absl::StrAppend(&step, "/", total_steps);
       }
       std::string line = absl::StrCat(FormatClock(ms, ctx.tz), " ", kind,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/vocabulary.h"
 
 namespace trainctl {
 namespace {
@@ -32,7 +33,8 @@ bool IsPerClassName(absl::string_view name) {
 std::vector<std::string> EvalMetricNames(const v1::JobSpec& spec) {
   std::vector<std::string> names = {"eval_loss", "eval_loss_min",
                                     "eval_loss_max"};
-  if (spec.task() == "classification") {
+  const Task task = TaskOf(spec);
+  if (task == Task::kClassification) {
     for (const char* name : {"eval_accuracy", "eval_precision", "eval_recall",
                              "eval_f1"}) {
       names.push_back(name);
@@ -46,7 +48,7 @@ std::vector<std::string> EvalMetricNames(const v1::JobSpec& spec) {
         names.push_back(absl::StrCat("eval_", base, "_<class>"));
       }
     }
-  } else if (spec.task() == "language_model") {
+  } else if (task == Task::kLanguageModel) {
     names.push_back("eval_perplexity");
     names.push_back("eval_token_accuracy");
   }
@@ -61,13 +63,12 @@ absl::Status CheckEvalMetricName(const v1::JobSpec& spec,
   if (std::find(names.begin(), names.end(), full) != names.end()) {
     return absl::OkStatus();
   }
-  if (spec.task() == "classification" && spec.training().eval_per_class() &&
-      IsPerClassName(full)) {
+  const bool classifier = TaskOf(spec) == Task::kClassification;
+  if (classifier && spec.training().eval_per_class() && IsPerClassName(full)) {
     return absl::OkStatus();
   }
   std::string hint;
-  if (spec.task() == "classification" && !spec.training().eval_per_class() &&
-      IsPerClassName(full)) {
+  if (classifier && !spec.training().eval_per_class() && IsPerClassName(full)) {
     hint = " (per-class scores need training.eval_per_class: true)";
   }
   return absl::InvalidArgumentError(absl::StrCat(

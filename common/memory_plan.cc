@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/spec_audio.h"
+#include "common/vocabulary.h"
 
 namespace trainctl {
 namespace {
@@ -26,10 +27,13 @@ void AddLinear(Shapes* shapes, int64_t in, int64_t out) {
 // 8-bit Adam keeps fp32 moments below this many elements (adam8bit.h).
 constexpr int64_t kMin8bitSize = 4096;
 
-bool IsLanguageModel(const v1::JobSpec& spec) { return spec.model().type() == "gpt"; }
+bool IsLanguageModel(const v1::JobSpec& spec) {
+  return ModelTypeOf(spec.model()) == ModelType::kGpt;
+}
 
 bool IsTransformer(const v1::JobSpec& spec) {
-  return spec.model().type() == "gpt" || spec.model().type() == "transformer_classifier";
+  const ModelType type = ModelTypeOf(spec.model());
+  return type == ModelType::kGpt || type == ModelType::kTransformerClassifier;
 }
 
 }  // namespace
@@ -64,24 +68,26 @@ PlanData ResolvePlanData(const v1::JobSpec& spec, PlanData data) {
 
 absl::StatusOr<Shapes> ParameterShapes(const v1::JobSpec& spec, const PlanData& data) {
   const v1::ModelSpec& m = spec.model();
-  if (m.type() == "torchscript") {
+  const ModelType type = ModelTypeOf(m);
+  const Task task = TaskOf(spec);
+  if (type == ModelType::kTorchScript) {
     return absl::FailedPreconditionError(
         "a TorchScript module's parameters are counted when the ranks load it");
   }
-  int64_t outputs = spec.task() == "classification" ? data.num_classes
-                    : spec.task() == "regression"   ? data.target_width
-                                                    : 0;
+  int64_t outputs = task == Task::kClassification ? data.num_classes
+                    : task == Task::kRegression       ? data.target_width
+                                                      : 0;
   // Asked after the input's size, which the data decides first.
   auto need_classes = [&]() -> absl::Status {
-    if (spec.task() == "classification" && outputs < 1) {
+    if (task == Task::kClassification && outputs < 1) {
       return absl::FailedPreconditionError(
           "the head's size comes from the data's labels (set model.num_classes to plan it)");
     }
     return absl::OkStatus();
   };
   Shapes shapes;
-  const bool cnn = m.type() == "cnn" || m.type() == "audio_cnn";
-  if (m.type() == "mlp" || cnn) {
+  const bool cnn = IsConvNet(type);
+  if (type == ModelType::kMlp || cnn) {
     if (data.input_shape.empty()) {
       return absl::FailedPreconditionError(
           "the input size comes from the data, which no worker has read yet");
@@ -101,7 +107,7 @@ absl::StatusOr<Shapes> ParameterShapes(const v1::JobSpec& spec, const PlanData& 
       shapes.push_back({m.channels(1), m.channels(0), 3, 3});
       shapes.push_back({m.channels(1)});
       // audio_cnn averages the blocks' output over its width (time).
-      width = m.channels(1) * (h / 4) * (m.type() == "audio_cnn" ? 1 : w / 4);
+      width = m.channels(1) * (h / 4) * (type == ModelType::kAudioCnn ? 1 : w / 4);
     }
     for (int32_t hidden : m.hidden()) {
       AddLinear(&shapes, width, hidden);
@@ -200,7 +206,7 @@ ActivationElements CnnActivations(const v1::ModelSpec& m, const std::vector<int6
   // conv, ReLU, pool (a quarter) for each of the two blocks.
   e += 2 * m.channels(0) * h * w + m.channels(0) * (h / 2) * (w / 2);
   e += 2 * m.channels(1) * (h / 2) * (w / 2) + m.channels(1) * (h / 4) * (w / 4);
-  if (m.type() == "audio_cnn") e += m.channels(1) * (h / 4);  // the time average
+  if (ModelTypeOf(m) == ModelType::kAudioCnn) e += m.channels(1) * (h / 4);  // the time average
   for (int32_t hidden : m.hidden()) e += 2 * hidden;
   e += 2 * out;
   return {e, e};  // cnn and audio_cnn do not checkpoint
@@ -242,10 +248,11 @@ v1::MemoryPlan PlanRankMemory(const v1::JobSpec& spec, const PlanData& given,
   plan.set_optimizer_bytes(PlannedOptimizerBytes(spec.optimizer(), *shapes));
   const v1::ModelSpec& m = spec.model();
   ActivationElements a;
-  const int64_t out = spec.task() == "classification" ? data.num_classes : data.target_width;
-  if (m.type() == "mlp") {
+  const int64_t out = TaskOf(spec) == Task::kClassification ? data.num_classes : data.target_width;
+  const ModelType type = ModelTypeOf(m);
+  if (type == ModelType::kMlp) {
     a = MlpActivations(m, Numel(data.input_shape), out);
-  } else if (m.type() == "cnn" || m.type() == "audio_cnn") {
+  } else if (IsConvNet(type)) {
     a = CnnActivations(m, data.input_shape, out);
   } else {
     const int64_t tokens = data.input_shape.empty() ? m.max_seq_len() : data.input_shape.back();

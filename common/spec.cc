@@ -17,6 +17,7 @@
 #include "common/spec_text.h"
 #include "common/spec_inputs.h"
 #include "common/spec_reader.h"
+#include "common/vocabulary.h"
 
 namespace trainctl {
 namespace {
@@ -51,8 +52,7 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   YAML::Node node = top.Child("model");
   const bool shorthand = node && node.IsScalar();
   SpecReader s(shorthand ? YAML::Node() : node, "model", errors);
-  const std::vector<std::string> kModels = {
-      "mlp", "cnn", "audio_cnn", "transformer_classifier", "gpt", "torchscript"};
+  const std::vector<std::string>& kModels = ModelTypeNames();
   if (shorthand) {
     m->set_type(node.Scalar());
     if (std::find(kModels.begin(), kModels.end(), m->type()) == kModels.end()) {
@@ -66,7 +66,8 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   } else {
     m->set_type(s.Choice("type", "", kModels, "model"));
   }
-  const bool cnn = m->type() == "cnn" || m->type() == "audio_cnn";
+  const ModelType type = ModelTypeOf(*m);
+  const bool cnn = IsConvNet(type);
   Assign(m->mutable_hidden(),
          s.IntList("hidden", cnn ? std::vector<int64_t>{128}
                                  : std::vector<int64_t>{512, 256},
@@ -75,7 +76,7 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
   if (m->channels_size() != 2) {
     s.Error("model.channels", "must list exactly 2 conv block widths");
   }
-  const bool gpt = m->type() == "gpt";
+  const bool gpt = type == ModelType::kGpt;
   m->set_vocab_size(s.Int("vocab_size", 0, 0, 1 << 24));
   m->set_d_model(s.Int("d_model", gpt ? 128 : 64, 1, kMaxWidth));
   m->set_n_layers(s.Int("n_layers", 2, 1, 256));
@@ -90,7 +91,7 @@ void ReadModel(SpecReader& top, v1::ModelSpec* m, Errors* errors) {
                                           " is not divisible by model.n_heads ",
                                           m->n_heads()));
   }
-  if (m->type() == "torchscript" && m->path().empty()) {
+  if (type == ModelType::kTorchScript && m->path().empty()) {
     s.Error("model.path", "is required for a torchscript model");
   }
   if (!shorthand) s.RejectUnknown();
@@ -335,6 +336,8 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   const auto& t = spec.training();
   const auto& m = spec.model();
   const auto& d = spec.data();
+  const ModelType type = ModelTypeOf(m);
+  const Task task = TaskOf(spec);
   if (spec.ranks() > 0 && t.batch_size() % spec.ranks() != 0) {
     errors->push_back(absl::StrCat(
         "training.batch_size: ", t.batch_size(), " does not divide evenly over ",
@@ -344,20 +347,20 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   const bool token_data = d.format() == "tokens" || d.format() == "text";
   // tensors and npy hold token ids when their inputs are integers, which
   // only the ranks can tell.
-  if (m.type() == "gpt" && !token_data && d.format() != "npy" &&
+  if (type == ModelType::kGpt && !token_data && d.format() != "npy" &&
       d.format() != "tensors") {
     errors->push_back(
         "model.type: gpt needs token data (data.format tokens, text, npy or "
         "tensors)");
   }
   if ((d.format() == "webdataset" || d.format() == "audio") &&
-      spec.task() != "classification") {
+      task != Task::kClassification) {
     errors->push_back(absl::StrCat("task: data.format ", d.format(), " holds labelled ",
                                    d.format() == "audio" ? "sounds" : "images", "; task ",
                                    spec.task(), " needs another format"));
   }
   // npy: labels beside the inputs, unless the array is a token stream.
-  if (d.format() == "npy" && spec.task() != "language_model") {
+  if (d.format() == "npy" && task != Task::kLanguageModel) {
     if (d.train_labels().empty()) {
       errors->push_back(absl::StrCat(
           "data.train_labels: is required for format npy with task ",
@@ -372,24 +375,24 @@ void CheckCrossField(const v1::JobSpec& spec, Errors* errors) {
   const auto& tf = d.transforms();
   if ((tf.has_normalize() || tf.has_random_crop() || tf.horizontal_flip() ||
        tf.resize_size() > 0) &&
-      (spec.task() == "language_model" || d.format() == "csv")) {
+      (task == Task::kLanguageModel || d.format() == "csv")) {
     errors->push_back(absl::StrCat(
         "data.transforms: apply to image inputs [C, H, W]; ",
-        spec.task() == "language_model" ? "task language_model has token windows"
+        task == Task::kLanguageModel ? "task language_model has token windows"
                                         : "data.format csv has feature rows"));
   }
-  if (spec.task() == "language_model" && m.type() != "gpt" &&
-      m.type() != "torchscript") {
+  if (task == Task::kLanguageModel && type != ModelType::kGpt &&
+      type != ModelType::kTorchScript) {
     errors->push_back(
         "task: language_model needs model.type gpt or torchscript");
   }
-  if (token_data && spec.task() != "language_model") {
+  if (token_data && task != Task::kLanguageModel) {
     errors->push_back(absl::StrCat("task: data.format ", d.format(),
                                    " yields next-token windows; use "
                                    "task: language_model"));
   }
-  if (t.gradient_checkpointing() && m.type() != "mlp" &&
-      m.type() != "transformer_classifier" && m.type() != "gpt") {
+  if (t.gradient_checkpointing() && type != ModelType::kMlp &&
+      type != ModelType::kTransformerClassifier && type != ModelType::kGpt) {
     errors->push_back(absl::StrCat(
         "training.gradient_checkpointing: not supported for model.type ",
         m.type(), " (supported: mlp, transformer_classifier, gpt)"));
@@ -465,11 +468,12 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text) {
   ReadFaultTolerance(top, spec.ranks(), spec.mutable_fault_tolerance(), &errors);
   ReadOutputs(top, &spec, &errors);
   ReadShippedFiles(top, &spec, &errors);
-  const bool lm = spec.model().type() == "gpt" ||
+  const bool lm = ModelTypeOf(spec.model()) == ModelType::kGpt ||
                   spec.data().format() == "tokens" ||
                   spec.data().format() == "text";
-  spec.set_task(top.Choice("task", lm ? "language_model" : "classification",
-                           {"classification", "language_model", "regression"},
+  spec.set_task(top.Choice("task", TaskName(lm ? Task::kLanguageModel : Task::kClassification),
+                           {TaskName(Task::kClassification), TaskName(Task::kLanguageModel),
+                            TaskName(Task::kRegression)},
                            "task"));
   top.RejectUnknown();
   CheckCrossField(spec, &errors);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/vocabulary.h"
 
 namespace trainctl {
 namespace {
@@ -128,7 +129,7 @@ void CheckNamedInputs(const v1::JobSpec& spec, std::vector<std::string>* errors)
         d.format() == "tensors" ? "; a tensors file names its inputs in a dict x)" : ")"));
     return;
   }
-  if (spec.task() == "language_model") {
+  if (TaskOf(spec) == Task::kLanguageModel) {
     errors->push_back(
         "data.train_inputs: task language_model reads one token stream; named "
         "inputs need task classification or regression");

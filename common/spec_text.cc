@@ -1,6 +1,7 @@
 #include "common/spec_text.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/vocabulary.h"
 
 namespace trainctl {
 
@@ -25,13 +26,13 @@ void ReadTextSpec(SpecReader& s, v1::DataSpec* d) {
 
 void CheckTextData(const v1::JobSpec& spec, std::vector<std::string>* errors) {
   if (spec.data().text_column().empty()) return;
-  const std::string& model = spec.model().type();
-  if (spec.task() == "language_model") {
+  const ModelType model = ModelTypeOf(spec.model());
+  if (TaskOf(spec) == Task::kLanguageModel) {
     errors->push_back(
         "data.text_column: gives one target per row; task language_model trains on "
         "data.format text");
-  } else if (model != "transformer_classifier" && model != "torchscript") {
-    errors->push_back(absl::StrCat("model.type: ", model,
+  } else if (model != ModelType::kTransformerClassifier && model != ModelType::kTorchScript) {
+    errors->push_back(absl::StrCat("model.type: ", spec.model().type(),
                                    " takes features; data.text_column gives token ids "
                                    "(use transformer_classifier or torchscript)"));
   }

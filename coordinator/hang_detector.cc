@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -15,7 +16,7 @@ auto Position(const v1::RankProgress& p) {
 }
 
 std::string Where(const v1::RankProgress& p) {
-  if (p.phase() == "all-reduce") {
+  if (ParseRankPhase(p.phase()) == RankPhase::kAllReduce) {
     return absl::StrCat("all-reduce #", p.collective_seq(), " at step ",
                         p.step());
   }
@@ -26,8 +27,9 @@ std::string Where(const v1::RankProgress& p) {
 // hang_timeout_s).
 std::pair<int64_t, const char*> TimeoutFor(const v1::RankProgress& p,
                                            const HangTimeouts& t) {
-  if (p.phase() == "evaluation") return {t.eval_ms, "eval_timeout_s"};
-  if (p.phase() == "checkpoint") return {t.checkpoint_ms, "checkpoint_timeout_s"};
+  const RankPhase phase = ParseRankPhase(p.phase());
+  if (phase == RankPhase::kEvaluation) return {t.eval_ms, "eval_timeout_s"};
+  if (phase == RankPhase::kCheckpoint) return {t.checkpoint_ms, "checkpoint_timeout_s"};
   if (p.step() == t.first_step) return {t.first_step_ms, "first_step_timeout_s"};
   return {t.hang_ms, ""};
 }
@@ -79,7 +81,7 @@ std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
   if (timeouts.hang_ms <= 0) return std::nullopt;
   const v1::RankProgress* stuck = nullptr;
   for (const v1::RankProgress& p : job.progress()) {
-    if (p.phase() == "starting") continue;
+    if (ParseRankPhase(p.phase()) == RankPhase::kStarting) continue;
     if (now_ms - p.changed_unix_ms() < TimeoutFor(p, timeouts).first) continue;
     if (stuck == nullptr || Position(p) < Position(*stuck)) stuck = &p;
   }
@@ -93,7 +95,8 @@ std::optional<std::string> FindHang(const v1::Job& job, int64_t now_ms,
   // The others wait for it: while it is within its own phase's bound (an
   // evaluation, rank 0's checkpoint), waiting long is no hang.
   const auto [bound_ms, field] = TimeoutFor(*behind, timeouts);
-  if (behind->phase() == "starting" || now_ms - behind->changed_unix_ms() < bound_ms) {
+  if (ParseRankPhase(behind->phase()) == RankPhase::kStarting ||
+      now_ms - behind->changed_unix_ms() < bound_ms) {
     return std::nullopt;
   }
   std::string worker = "an unknown worker";

@@ -16,6 +16,7 @@
 #include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 
@@ -229,7 +230,7 @@ absl::Status JobManager::OnRankCheckpoint(const std::string& worker,
     v1::JobEvent event;
     event.set_time_unix_ms(info.created_unix_ms());
     v1::MetricPoint* point = event.mutable_metric();
-    point->set_kind("checkpoint");
+    point->set_kind(MetricKindName(MetricKind::kCheckpoint));
     point->set_step(info.step());
     point->set_epoch(info.epoch());
     point->set_time_unix_ms(info.created_unix_ms());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/free_slots.h"
 #include "coordinator/job_manager.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 
@@ -76,7 +77,8 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
         job.progress().begin(), job.progress().end(),
         [&](const v1::RankProgress& p) { return p.rank() == rank.rank(); });
     if (!all_past_start && (progress == job.progress().end() ||
-                            progress->phase().empty() || progress->phase() == "starting")) {
+                            progress->phase().empty() ||
+                            ParseRankPhase(progress->phase()) == RankPhase::kStarting)) {
       return cannot(absl::StrCat("rank ", rank.rank(), " is still starting"));
     }
     survivors.push_back(rank.rank());

@@ -11,6 +11,7 @@
 #include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 
@@ -121,7 +122,8 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
   // After an in-place recovery the new rank 0 reports the interrupted
   // step's point again when it cannot know whether the lost rank 0 did:
   // one point per step.
-  if (point.kind() == "train" && job.has_latest_train() &&
+  const MetricKind kind = ParseMetricKind(point.kind());
+  if (kind == MetricKind::kTrain && job.has_latest_train() &&
       point.step() <= job.latest_train().step()) {
     auto in_place = in_place_generation_.find(job.id());
     if (in_place != in_place_generation_.end() &&
@@ -129,19 +131,19 @@ absl::Status JobManager::OnRankMetrics(const std::string& worker,
       return absl::OkStatus();
     }
   }
-  if (point.kind() == "plan") {
+  if (kind == MetricKind::kPlan) {
     auto it = point.values().find("total_steps");
     if (it != point.values().end()) {
       job.set_total_steps(static_cast<int64_t>(it->second));
     }
-  } else if (point.kind() == "eval") {
+  } else if (kind == MetricKind::kEval) {
     *job.mutable_latest_eval() = point;
-  } else if (point.kind() == "train") {
+  } else if (kind == MetricKind::kTrain) {
     *job.mutable_latest_train() = point;
     if (metrics.generation() == job.generation()) {
       trained_generation_[job.id()] = job.generation();
     }
-  } else if (point.kind() == "straggler" &&
+  } else if (kind == MetricKind::kStraggler &&
              metrics.generation() == job.generation()) {
     NoteStragglerLocked(job, point);
   }

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 
@@ -28,11 +29,12 @@ void RebuildReportState(const v1::JobEvent& e, v1::Job& job) {
   }
   if (!e.has_metric()) return;
   const v1::MetricPoint& point = e.metric();
-  if (point.kind() == "train") {
+  const MetricKind kind = ParseMetricKind(point.kind());
+  if (kind == MetricKind::kTrain) {
     *job.mutable_latest_train() = point;
-  } else if (point.kind() == "eval") {
+  } else if (kind == MetricKind::kEval) {
     *job.mutable_latest_eval() = point;
-  } else if (point.kind() == "plan") {
+  } else if (kind == MetricKind::kPlan) {
     auto it = point.values().find("total_steps");
     if (it != point.values().end()) {
       job.set_total_steps(static_cast<int64_t>(it->second));

@@ -10,6 +10,7 @@
 #include "coordinator/caller_view.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -60,7 +61,7 @@ absl::Status CheckModelAllowed(TorchScriptPolicy policy,
                                const std::string& spec_text) {
   if (policy == TorchScriptPolicy::kAllow) return absl::OkStatus();
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
-  if (!spec.ok() || spec->model().type() != "torchscript") {
+  if (!spec.ok() || ModelTypeOf(spec->model()) != ModelType::kTorchScript) {
     return absl::OkStatus();
   }
   if (policy == TorchScriptPolicy::kAdmins && caller.IsAdmin()) {

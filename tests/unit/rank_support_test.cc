@@ -96,13 +96,13 @@ TEST(LoopPositionTest, EachAllReduceCountsOneCollective) {
   position.BeginStep(7);
   LoopPosition::Snapshot now = position.Read();
   EXPECT_EQ(now.step, 7);
-  EXPECT_EQ(now.phase, LoopPosition::Phase::kCompute);
-  position.Enter(LoopPosition::Phase::kAllReduce);
-  position.Enter(LoopPosition::Phase::kOptimizer);
-  position.Enter(LoopPosition::Phase::kAllReduce);
+  EXPECT_EQ(now.phase, RankPhase::kCompute);
+  position.Enter(RankPhase::kAllReduce);
+  position.Enter(RankPhase::kOptimizer);
+  position.Enter(RankPhase::kAllReduce);
   now = position.Read();
   EXPECT_EQ(now.collectives, 2);
-  EXPECT_STREQ(LoopPosition::PhaseName(now.phase), "all-reduce");
+  EXPECT_STREQ(RankPhaseName(now.phase), "all-reduce");
 }
 
 }  // namespace

@@ -9,18 +9,19 @@
 #include "common/shard_plan.h"
 #include "worker/support/eval_metrics.h"
 #include "worker/support/rank_spread.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 
 namespace F = torch::nn::functional;
 
-torch::Tensor TaskLoss(const std::string& task, const torch::Tensor& outputs,
+torch::Tensor TaskLoss(Task task, const torch::Tensor& outputs,
                        const torch::Tensor& targets) {
-  if (task == "language_model") {
+  if (task == Task::kLanguageModel) {
     return F::cross_entropy(outputs.reshape({-1, outputs.size(-1)}).to(torch::kFloat32),
                             targets.reshape(-1));
   }
-  if (task == "regression") {
+  if (task == Task::kRegression) {
     return F::mse_loss(outputs.reshape(targets.sizes()).to(torch::kFloat32),
                        targets.to(torch::kFloat32));
   }
@@ -58,7 +59,7 @@ struct ClassTally {
 }  // namespace
 
 std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
-                                       const std::string& task, int rank,
+                                       Task task, int rank,
                                        int world_size, int64_t batch_size,
                                        const torch::Device& device,
                                        RankCollectives& sync,
@@ -85,13 +86,13 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
     for (auto& named : batch.more_inputs) named.second = named.second.to(device);
     torch::Tensor y = batch.targets.to(device);
     torch::Tensor out = model.Forward(x, batch.more_inputs).to(torch::kFloat32);
-    if (task == "language_model") {
+    if (task == Task::kLanguageModel) {
       loss_sum_d.add_(F::cross_entropy(out.reshape({-1, out.size(-1)}), y.reshape(-1),
                                        F::CrossEntropyFuncOptions().reduction(torch::kSum))
                           .to(torch::kFloat64));
       correct_d.add_(out.argmax(-1).eq(y).sum().to(torch::kFloat64));
       count += y.numel();
-    } else if (task == "regression") {
+    } else if (task == Task::kRegression) {
       loss_sum_d.add_(F::mse_loss(out.reshape(y.sizes()), y.to(torch::kFloat32),
                                   F::MSELossFuncOptions().reduction(torch::kSum))
                           .to(torch::kFloat64) /
@@ -147,17 +148,17 @@ std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
   std::map<std::string, double> metrics;
   const double n = std::max(totals[kCount], 1e-12);
   metrics["eval_loss"] = totals[kLossSum] / n;
-  if (task == "classification") {
+  if (task == Task::kClassification) {
     metrics["eval_accuracy"] = totals[kCorrect] / n;
     if (top_k_used > 0) {
       metrics[absl::StrCat("eval_top", top_k_used, "_accuracy")] = totals[kTopK] / n;
     }
   }
-  if (task == "language_model") {
+  if (task == Task::kLanguageModel) {
     metrics["eval_perplexity"] = std::exp(totals[kLossSum] / n);
     metrics["eval_token_accuracy"] = totals[kCorrect] / n;
   }
-  if (task == "classification" && classes > 0) {
+  if (task == Task::kClassification && classes > 0) {
     // Every rank sends counts sized for the largest class count (zeros
     // where it saw none), so the sums line up.
     const bool with_confusion = options.per_class && classes <= kMaxConfusionClasses;

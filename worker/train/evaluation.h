@@ -9,12 +9,13 @@
 #include "worker/train/data/dataset.h"
 #include "worker/train/grad_sync.h"
 #include "worker/train/models/model.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 
 // The training loss of `task` (classification, language_model, regression),
 // averaged over the batch (and over tokens for language models).
-torch::Tensor TaskLoss(const std::string& task, const torch::Tensor& outputs,
+torch::Tensor TaskLoss(Task task, const torch::Tensor& outputs,
                        const torch::Tensor& targets);
 
 struct EvalOptions {
@@ -35,7 +36,7 @@ struct EvalOptions {
 // all-gather, two for classification; every rank must call it at the same
 // point.
 std::map<std::string, double> Evaluate(Model& model, const Dataset& data,
-                                       const std::string& task, int rank,
+                                       Task task, int rank,
                                        int world_size, int64_t batch_size,
                                        const torch::Device& device,
                                        RankCollectives& sync,

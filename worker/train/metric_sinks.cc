@@ -9,6 +9,7 @@
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/train/model_export.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -71,7 +72,8 @@ absl::StatusOr<MetricSinks> MetricSinks::Open(const v1::JobSpec& spec,
 }
 
 void MetricSinks::Write(const v1::MetricPoint& point) {
-  if (empty() || (point.kind() != "train" && point.kind() != "eval")) return;
+  const MetricKind kind = ParseMetricKind(point.kind());
+  if (empty() || (kind != MetricKind::kTrain && kind != MetricKind::kEval)) return;
   std::map<std::string, double> tagged;
   for (const auto& [k, v] : point.values()) tagged[absl::StrCat(point.kind(), "/", k)] = v;
   if (mlflow_) mlflow_->Log(point.step(), point.time_unix_ms(), tagged);

@@ -104,7 +104,7 @@ class ProgressReporter {
             p->set_rank(args.rank);
             p->set_step(now.step);
             p->set_collective_seq(now.collectives);
-            p->set_phase(LoopPosition::PhaseName(now.phase));
+            p->set_phase(RankPhaseName(now.phase));
             out.Send(report);
           }
         }) {}

@@ -17,6 +17,7 @@
 #include "worker/train/evaluation.h"
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -32,11 +33,11 @@ double Seconds(Clock::time_point since) {
 MetricReporter::MetricReporter(const RankContext& ctx, MetricSinks sinks)
     : ctx_(ctx), sinks_(std::move(sinks)) {}
 
-void MetricReporter::Report(const char* kind, int64_t step, int epoch,
+void MetricReporter::Report(MetricKind kind, int64_t step, int epoch,
                             const std::map<std::string, double>& values) {
   if (ctx_.rank != 0 || (!ctx_.report && sinks_.empty())) return;
   v1::MetricPoint point;
-  point.set_kind(kind);
+  point.set_kind(MetricKindName(kind));
   point.set_step(step);
   point.set_epoch(epoch);
   point.set_rank(ctx_.rank);
@@ -123,7 +124,7 @@ absl::Status TrainingLoop::LoadData() {
   }
   total_steps_ = steps_per_epoch_ * t_.epochs();
   if (t_.max_steps() > 0) total_steps_ = std::min(total_steps_, t_.max_steps());
-  tokens_per_sample_ = spec_.task() == "language_model" && !data_.info.input_shape.empty()
+  tokens_per_sample_ = TaskOf(spec_) == Task::kLanguageModel && !data_.info.input_shape.empty()
                            ? data_.info.input_shape.back()
                            : 0;
   return absl::OkStatus();
@@ -195,7 +196,7 @@ void TrainingLoop::ReportPlan() {
   plan.insert(ctx_.startup.begin(), ctx_.startup.end());
   plan.insert(data_.plan_facts.begin(), data_.plan_facts.end());
   if (epoch_order_changed_) plan["epoch_order_changed"] = 1;
-  reporter_.Report("plan", 0, 0, plan);
+  reporter_.Report(MetricKind::kPlan, 0, 0, plan);
 }
 
 void TrainingLoop::StartBatches() {
@@ -261,7 +262,7 @@ absl::StatusOr<bool> TrainingLoop::Step(int64_t& step) {
   }
   ++step;
   ++window_.steps;
-  if (step == 1) reporter_.Report("first_step", step, epoch, {});
+  if (step == 1) reporter_.Report(MetricKind::kFirstStep, step, epoch, {});
   if (log_now) {
     if (ctx_.regroup) {
       last_log_ = {step, update.mean_loss.item<double>(), lr, update.grad_norm};
@@ -326,7 +327,7 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
         }
         loss = loss.to(torch::kFloat32).reshape({}) / accum_;
       } else {
-        loss = TaskLoss(spec_.task(), model_->Forward(batch.inputs, batch.more_inputs),
+        loss = TaskLoss(TaskOf(spec_), model_->Forward(batch.inputs, batch.more_inputs),
                         batch.targets) /
                accum_;
       }
@@ -359,7 +360,7 @@ absl::Status TrainingLoop::ForwardBackward(int64_t step, torch::Tensor& local_lo
 
 TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
   Update update;
-  progress_.Enter(LoopPosition::Phase::kAllReduce);
+  progress_.Enter(RankPhase::kAllReduce);
   comm_timer_.Start();
   update.mean_loss = buckets_->Finish();
   comm_timer_.Stop();
@@ -367,7 +368,7 @@ TrainingLoop::Update TrainingLoop::SyncAndStep(int64_t step, bool log_now) {
   update.stop = !local_sgd_ && can_stop_ && buckets_->StopVoted();
   update.regroup =
       !local_sgd_ && ctx_.regroup_requested_generation && buckets_->RegroupVoted();
-  progress_.Enter(LoopPosition::Phase::kOptimizer);
+  progress_.Enter(RankPhase::kOptimizer);
   const auto mark = Clock::now();
   bool finite = true;
   if (scaler_) {
@@ -417,7 +418,7 @@ bool TrainingLoop::AskedToStop() {
 
 TrainResult TrainingLoop::Finish(int64_t step) {
   profiler_.Finish();
-  if (checkpoints_->writing()) progress_.Enter(LoopPosition::Phase::kCheckpoint);
+  if (checkpoints_->writing()) progress_.Enter(RankPhase::kCheckpoint);
   if (absl::Status saved = checkpoints_->Finish(); !saved.ok()) {
     std::cerr << saved.message() << std::endl;
     // Async: the stop's own write, the last one in flight.

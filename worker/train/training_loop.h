@@ -34,6 +34,7 @@
 #include "worker/train/step_profiler.h"
 #include "worker/train/stream_timer.h"
 #include "worker/train/trainer.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 
@@ -42,7 +43,7 @@ namespace trainctl::train {
 class MetricReporter {
  public:
   MetricReporter(const RankContext& ctx, MetricSinks sinks);
-  void Report(const char* kind, int64_t step, int epoch,
+  void Report(MetricKind kind, int64_t step, int epoch,
               const std::map<std::string, double>& values);
   MetricSinks& sinks() { return sinks_; }
 

@@ -18,6 +18,7 @@
 #include "worker/support/rank_spread.h"
 #include "worker/support/shard_manifest.h"
 #include "worker/train/training_loop.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -42,7 +43,7 @@ absl::Status RecoveryFailed(const absl::Status& status) {
 
 absl::Status TrainingLoop::Regroup(const std::string& why, int64_t& step, bool planned) {
   const auto start = std::chrono::steady_clock::now();
-  progress_.Enter(LoopPosition::Phase::kRegroup);
+  progress_.Enter(RankPhase::kRegroup);
   const int old_rank = ctx_.rank;
   std::cerr << "rank " << ctx_.rank << ": " << why
             << "; waiting for the coordinator to regroup the ranks" << std::endl;
@@ -104,7 +105,7 @@ absl::Status TrainingLoop::Regroup(const std::string& why, int64_t& step, bool p
 
 absl::Status TrainingLoop::JoinInPlace(int64_t& step) {
   const auto start = std::chrono::steady_clock::now();
-  progress_.Enter(LoopPosition::Phase::kRegroup);
+  progress_.Enter(RankPhase::kRegroup);
   batches_.reset();  // made for step 0; the survivors say where they are
   absl::StatusOr<Agreement> agreed;
   try {
@@ -248,7 +249,7 @@ void TrainingLoop::FinishInterruptedEnd(int64_t resume, int source,
   // A lost rank 0 may have reported it just before: the coordinator keeps
   // one point per step of a generation formed in place.
   if (log_step && !reported && !std::isnan(rows[source][kRowLoss])) {
-    reporter_.Report("train", resume, epoch,
+    reporter_.Report(MetricKind::kTrain, resume, epoch,
                      {{"loss", rows[source][kRowLoss]},
                       {"lr", rows[source][kRowLr]},
                       {"grad_norm", rows[source][kRowGradNorm]}});

@@ -9,6 +9,7 @@
 #include "worker/train/autocast_scope.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/training_loop.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -74,12 +75,12 @@ void TrainingLoop::LogWindow(int64_t step, int epoch, double lr, const Update& u
     values["tokens_per_sec"] = values["samples_per_sec"] * tokens_per_sample_;
   }
   if (scaler_) values["loss_scale"] = scaler_->scale();
-  reporter_.Report("train", step, epoch, values);
+  reporter_.Report(MetricKind::kTrain, step, epoch, values);
   if (stragglers_) {
     std::vector<StragglerWatch::RankTimes> times;
     for (const auto& row : rank_rows) times.push_back({row[kDataMs], row[kComputeMs]});
     for (const StragglerWatch::Report& s : stragglers_->Observe(times, window_.steps)) {
-      reporter_.Report("straggler", step, epoch,
+      reporter_.Report(MetricKind::kStraggler, step, epoch,
                        {{"rank", s.rank},
                         {"phase", static_cast<double>(s.phase)},
                         {"ratio", s.ratio},
@@ -92,16 +93,16 @@ void TrainingLoop::LogWindow(int64_t step, int epoch, double lr, const Update& u
 
 void TrainingLoop::Evaluate(int64_t step, int epoch) {
   if (!data_.eval) return;
-  progress_.Enter(LoopPosition::Phase::kEvaluation);
+  progress_.Enter(RankPhase::kEvaluation);
   AutocastScope autocast(t_.precision(), ctx_.device);
   EvalOptions options;
   options.top_k = t_.eval_top_k();
   options.per_class = t_.eval_per_class();
   std::vector<std::string> confusion;
-  result_.eval = train::Evaluate(*model_, *data_.eval, spec_.task(), ctx_.rank,
+  result_.eval = train::Evaluate(*model_, *data_.eval, TaskOf(spec_), ctx_.rank,
                                  ctx_.world_size, t_.eval_batch_size(), ctx_.device, *sync_,
                                  options, ctx_.rank == 0 ? &confusion : nullptr);
-  reporter_.Report("eval", step, epoch, result_.eval);
+  reporter_.Report(MetricKind::kEval, step, epoch, result_.eval);
   if (!confusion.empty()) {
     // Into the job's log, one line a row.
     std::cout << "confusion matrix at step " << step << " (rows: label, "
@@ -135,7 +136,7 @@ bool TrainingLoop::EndStep(int64_t step, int epoch, bool stop) {
 }
 
 absl::Status TrainingLoop::SaveCheckpoint(int64_t steps_done) {
-  progress_.Enter(LoopPosition::Phase::kCheckpoint);
+  progress_.Enter(RankPhase::kCheckpoint);
   // Local SGD replicas drift between averages; save their mean.
   if (local_sgd_ && steps_done % t_.local_sgd_steps() != 0) sync_->AverageParameters();
   return checkpoints_->Save(CursorAt(steps_done), eval_now_);

@@ -22,6 +22,7 @@
 #include "worker/train/data/audio_features.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -80,9 +81,9 @@ absl::Status DecodeClip(const ReadRequest& req, const v1::AudioSpec& audio,
 }  // namespace
 
 absl::StatusOr<LoadedSet> ReadAudio(const ReadRequest& req, const v1::DataSpec& data) {
-  if (req.task != "classification") {
+  if (req.task != Task::kClassification) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "task: data.format audio holds labelled sounds; task ", req.task,
+        "task: data.format audio holds labelled sounds; task ", TaskName(req.task),
         " needs another format"));
   }
   const v1::AudioSpec& audio = data.audio();

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -57,8 +58,8 @@ absl::StatusOr<int64_t> ResolveLabelColumn(
 
 absl::StatusOr<LoadedSet> ReadCsv(const ReadRequest& req,
                                   const v1::DataSpec& data) {
-  const bool regression = req.task == "regression";
-  if (req.task == "language_model") {
+  const bool regression = req.task == Task::kRegression;
+  if (req.task == Task::kLanguageModel) {
     return absl::InvalidArgumentError(
         "data.format: csv gives one target per row; task language_model "
         "needs tokens, text or tensors");

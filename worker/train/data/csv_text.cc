@@ -18,6 +18,7 @@
 #include "common/tokenizer_client.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -100,7 +101,7 @@ absl::StatusOr<LoadedSet> ReadCsvText(const ReadRequest& req, const v1::DataSpec
   out.info.vocab_size = encoded.vocab_size;
   out.info.input_names = {"input_ids", "attention_mask"};
   torch::Tensor targets;
-  if (req.task == "regression") {
+  if (req.task == Task::kRegression) {
     ASSIGN_OR_RETURN(std::vector<float> values, Values(rows, req));
     targets = torch::from_blob(values.data(), {n}, torch::kFloat32).clone();
   } else {

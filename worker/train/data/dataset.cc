@@ -28,6 +28,7 @@
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
 #include "worker/support/shard_manifest.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -50,9 +51,9 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
                                      const std::string& labels, int64_t limit,
                                      const std::string& field,
-                                     const std::string& task,
+                                     Task task,
                                      const DecodedFileCache* cache) {
-  if (task == "language_model") {
+  if (task == Task::kLanguageModel) {
     return absl::InvalidArgumentError(
         "data.format: idx holds labelled images; task language_model needs "
         "tokens, text or tensors");
@@ -62,7 +63,7 @@ absl::StatusOr<LoadedSet> ReadIdxSet(const std::string& images,
   torch::Tensor inputs = idx.inputs.unsqueeze(1);  // [N, 1, H, W] for CNNs
   out.info.input_shape.assign(inputs.sizes().begin() + 1, inputs.sizes().end());
   torch::Tensor targets = idx.labels;
-  if (task == "regression") {
+  if (task == Task::kRegression) {
     targets = targets.to(torch::kFloat32);
   } else {
     out.info.num_classes = targets.max().item<int64_t>() + 1;
@@ -195,7 +196,7 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
                                   const DecodedFileCache* cache,
                                   Datasets* manifest) {
   const v1::DataSpec& d = spec.data();
-  const std::string task = spec.task().empty() ? "classification" : spec.task();
+  const Task task = TaskOf(spec);
   if (d.format() == "idx") {
     return eval ? ReadIdxSet(d.eval_images(), d.eval_labels(), d.eval_limit(),
                              "data.eval", task, cache)
@@ -217,7 +218,7 @@ absl::StatusOr<LoadedSet> ReadSet(const v1::JobSpec& spec, bool eval,
   }
   if (d.format() == "audio") {
     ASSIGN_OR_RETURN(req.class_names, AudioTrainingClasses(d));
-  } else if (d.format() == "csv" && !d.text_column().empty() && task == "classification") {
+  } else if (d.format() == "csv" && !d.text_column().empty() && task == Task::kClassification) {
     ASSIGN_OR_RETURN(req.class_names, CsvTextTrainingClasses(d));
   }
   // In train_inputs' order, so both sets name their inputs alike.

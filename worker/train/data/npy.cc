@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "worker/train/data/readers.h"
 #include "worker/train/data/token_file.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -293,10 +294,10 @@ absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
     return absl::InvalidArgumentError(
         absl::StrCat(inputs->Where(), ": holds a single value, not rows"));
   }
-  if (req.task == "language_model") return NpyTokens(req, *inputs, data);
+  if (req.task == Task::kLanguageModel) return NpyTokens(req, *inputs, data);
   if (req.labels_path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        req.labels_field, ": is required for format npy with task ", req.task));
+        req.labels_field, ": is required for format npy with task ", TaskName(req.task)));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<NpyFile> labels,
                    NpyFile::Open(req.labels_field, req.labels_path));
@@ -306,10 +307,10 @@ absl::StatusOr<LoadedSet> ReadNpy(const ReadRequest& req,
         labels->Where(), ": has ", lb.shape.empty() ? 0 : lb.rows(),
         " rows but ", req.field, " has ", in.rows()));
   }
-  const bool class_ids = req.task != "regression";
+  const bool class_ids = req.task != Task::kRegression;
   if (class_ids && (lb.shape.size() != 1 || !IsInteger(lb))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        labels->Where(), ": task ", req.task, " needs a 1-D integer array of "
+        labels->Where(), ": task ", TaskName(req.task), " needs a 1-D integer array of "
         "class ids (this one is ", lb.DtypeName(), " with ", lb.shape.size(),
         " dimensions)"));
   }

@@ -13,6 +13,7 @@
 #include "trainctl/v1/spec.pb.h"
 #include "worker/train/data/dataset.h"
 #include "worker/train/data/token_file.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 
@@ -28,7 +29,7 @@ struct ReadRequest {
   std::string path;
   std::string field;  // e.g. "data.train_path"
   int64_t limit = 0;
-  std::string task;  // classification | language_model | regression
+  Task task = Task::kClassification;
   int64_t vocab_size = 0;  // model.vocab_size (0 = from the data)
   // Take vocab_size as the vocabulary, checking ids as they are read,
   // instead of scanning the token ids (set for large token sets).

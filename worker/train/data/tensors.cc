@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -195,7 +196,7 @@ absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req) {
   } else {
     x = x.to(torch::kFloat32);
   }
-  if (req.task == "regression") {
+  if (req.task == Task::kRegression) {
     if (y.dim() > 2) {
       return fail(absl::StrCat("y has shape ", Shape(y),
                                "; regression expects [N] or [N, k]"));
@@ -203,10 +204,10 @@ absl::StatusOr<LoadedSet> ReadTensors(const ReadRequest& req) {
     y = y.to(torch::kFloat32);
     out.info.target_width = y.dim() == 1 ? 1 : y.size(1);
   } else {
-    const bool lm = req.task == "language_model";
+    const bool lm = req.task == Task::kLanguageModel;
     if (!IsIntegral(y) || (!lm && y.dim() != 1)) {
       return fail(absl::StrCat("y is ", y.scalar_type(), " ", Shape(y),
-                               "; task ", req.task, " expects integer ",
+                               "; task ", TaskName(req.task), " expects integer ",
                                lm ? "token ids [N, ...]" : "class ids [N]"));
     }
     y = y.to(torch::kInt64);

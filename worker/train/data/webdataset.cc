@@ -21,6 +21,7 @@
 #include "worker/support/image_decode.h"
 #include "worker/train/data/image_transforms.h"
 #include "worker/train/data/readers.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -139,9 +140,9 @@ class WebDatasetImages : public Dataset {
 
 absl::StatusOr<LoadedSet> ReadWebDataset(const ReadRequest& req,
                                          const v1::DataSpec& data) {
-  if (req.task != "classification") {
+  if (req.task != Task::kClassification) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "task: data.format webdataset holds labelled images; task ", req.task,
+        "task: data.format webdataset holds labelled images; task ", TaskName(req.task),
         " needs another format"));
   }
   struct stat st;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/train/models/networks.h"
 #include "worker/train/models/torchscript_model.h"
+#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
@@ -50,14 +51,14 @@ class NativeModel : public Model {
 };
 
 // OK when a built-in model of `type` reads every input the data names.
-absl::Status CheckBuiltInInputs(const std::string& type, const DataInfo& data) {
+absl::Status CheckBuiltInInputs(ModelType type, const DataInfo& data) {
   if (data.input_names.empty()) return absl::OkStatus();
   const bool mask_only = data.input_names.size() == 2 &&
                          data.input_names[1] == kAttentionMask;
-  if (type == "transformer_classifier" && mask_only) return absl::OkStatus();
+  if (type == ModelType::kTransformerClassifier && mask_only) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "model.type: ", type, " reads ",
-      type == "transformer_classifier"
+      "model.type: ", ModelTypeName(type), " reads ",
+      type == ModelType::kTransformerClassifier
           ? "token ids and, optionally, their attention_mask"
           : "one input",
       "; the data has ", data.input_names.size(),
@@ -75,30 +76,31 @@ int64_t Product(const std::vector<int64_t>& shape) {
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
                                                   const DataInfo& data) {
   const v1::ModelSpec& m = spec.model();
-  const std::string& task = spec.task();
+  const Task task = TaskOf(spec);
   int64_t outputs = 0;
-  if (task == "classification") {
+  if (task == Task::kClassification) {
     outputs = m.num_classes() > 0 ? m.num_classes() : data.num_classes;
     if (outputs < 1) {
       return absl::InvalidArgumentError(
           "model.num_classes: the data has no labels to size the head from; "
           "set it");
     }
-  } else if (task == "regression") {
+  } else if (task == Task::kRegression) {
     outputs = data.target_width;
   }
   const std::vector<int64_t> hidden(m.hidden().begin(), m.hidden().end());
-  if (m.type() != "torchscript") {
-    if (absl::Status fits = CheckBuiltInInputs(m.type(), data); !fits.ok()) return fits;
+  const ModelType type = ModelTypeOf(m);
+  if (type != ModelType::kTorchScript) {
+    if (absl::Status fits = CheckBuiltInInputs(type, data); !fits.ok()) return fits;
   }
   try {
-    if (m.type() == "mlp" || m.type() == "cnn" || m.type() == "audio_cnn") {
+    if (type == ModelType::kMlp || IsConvNet(type)) {
       if (data.integer_inputs) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model.type: ", m.type(), " takes numeric features, but the data "
             "holds token ids (use transformer_classifier or gpt)"));
       }
-      if (m.type() == "mlp") {
+      if (type == ModelType::kMlp) {
         return std::make_unique<NativeModel<Mlp>>(
             Mlp(Product(data.input_shape), hidden, outputs,
                 spec.training().gradient_checkpointing()));
@@ -106,14 +108,14 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
       if (data.input_shape.size() < 2 || data.input_shape.size() > 3) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model.type: ", m.type(), " needs ",
-            m.type() == "cnn" ? "image inputs [C, H, W] or [H, W] (idx data)"
-                              : "spectrograms [C, F, T] (data.format audio)"));
+            type == ModelType::kCnn ? "image inputs [C, H, W] or [H, W] (idx data)"
+                                    : "spectrograms [C, F, T] (data.format audio)"));
       }
       const std::vector<int64_t> channels(m.channels().begin(), m.channels().end());
       return std::make_unique<NativeModel<Cnn>>(Cnn(data.input_shape, channels, hidden, outputs,
-                                                    /*average_over_width=*/m.type() == "audio_cnn"));
+                                                    /*average_over_width=*/type == ModelType::kAudioCnn));
     }
-    if (m.type() == "transformer_classifier" || m.type() == "gpt") {
+    if (type == ModelType::kTransformerClassifier || type == ModelType::kGpt) {
       if (!data.integer_inputs) {
         return absl::InvalidArgumentError(absl::StrCat(
             "model.type: ", m.type(), " takes token ids, but the data holds "
@@ -139,12 +141,12 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const v1::JobSpec& spec,
             "model.max_seq_len: ", s.max_seq_len, " is shorter than the data's ",
             data.input_shape.back(), "-token samples"));
       }
-      const bool lm = m.type() == "gpt";
+      const bool lm = type == ModelType::kGpt;
       return std::make_unique<NativeModel<Transformer>>(
           Transformer(s, lm ? s.vocab_size : outputs, lm,
                       spec.training().gradient_checkpointing()));
     }
-    if (m.type() == "torchscript") return LoadTorchScriptModel(m.path(), data);
+    if (type == ModelType::kTorchScript) return LoadTorchScriptModel(m.path(), data);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("model: cannot build ", m.type(), ": ", e.what()));
