@@ -120,7 +120,6 @@ class CoordinatorServer {
   // Stops accepting calls, ends every stream and wait, and joins threads.
   void Shutdown();
 
-  JobManager& jobs() { return jobs_; }
   Rendezvous& rendezvous() { return rendezvous_; }
   const auth::Authenticator& authenticator() const { return *security_.auth; }
 

@@ -27,7 +27,6 @@ class FileStore {
   FileStore(std::string dir, int64_t max_file_bytes);
 
   const std::string& dir() const { return dir_; }
-  int64_t max_file_bytes() const { return max_file_bytes_; }
 
   // Stores what `produce` hands its sink under `sha256` for `owner`: only
   // when it is exactly `size` bytes with that digest (otherwise

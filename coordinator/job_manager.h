@@ -134,7 +134,6 @@ class JobManager {
   // jobs keep their class name; one whose class is gone counts as the
   // default class, and its log says so.
   void SetSchedulingConfig(SchedulingConfig config);
-  SchedulingConfig scheduling_config() const;
   // The pending jobs in the order the last pass considered them, with the
   // policy and each user's standing. With `viewer` (a non-admin), the
   // names of other users' jobs are left out.

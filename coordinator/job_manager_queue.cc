@@ -61,11 +61,6 @@ void JobManager::SetSchedulingConfig(SchedulingConfig config) {
   turn.Save();
 }
 
-SchedulingConfig JobManager::scheduling_config() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return scheduling_;
-}
-
 absl::Status JobManager::ResolvePriority(v1::JobSpec* spec,
                                          const std::string& owner) const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -81,8 +81,6 @@ class SqliteJobStore : public JobStore {
                               int below_generation) override;
   absl::StatusOr<std::vector<RendezvousRecord>> LoadRendezvous() override;
 
-  const std::string& path() const { return path_; }
-
  private:
   // Prepared statements, indexed by the enum in the .cc file.
   struct Statements;

@@ -64,10 +64,6 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  int fd() const { return fd_; }
-  bool is_tls() const { return ssl_ != nullptr; }
-  bool established() const { return established_; }
-
   // Advances the TLS handshake without blocking; kDone at once for plain
   // connections. On kFailed, error() says why and plain_http_sent() whether
   // the client spoke plain HTTP to this TLS port.

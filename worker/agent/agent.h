@@ -104,7 +104,6 @@ class Agent {
   // One connection's life; returns true when it got as far as registering.
   bool RunSession();
   bool Converse(CoordinatorStream* stream);
-  void HeartbeatLoop(int64_t interval_ms);
   // Queues and flushes; numbers and keeps metrics and log lines (reports_).
   void Send(v1::AgentMessage message);
   // After a registration: the buffer becomes the reports of the re-adopted

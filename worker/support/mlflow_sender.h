@@ -39,7 +39,6 @@ class MlflowSender {
                      const std::vector<std::pair<std::string, std::string>>& artifacts,
                      int64_t end_unix_ms);
 
-  const MlflowRun& run() const { return *run_; }
 
  private:
   struct Report {

@@ -44,8 +44,6 @@ class StepProfiler {
   // traced, if anything was.
   void Finish();
 
-  bool tracing() const { return tracing_; }
-
  private:
   absl::Status Start(int64_t step);
   absl::StatusOr<std::string> StopAndWrite();

@@ -27,8 +27,6 @@ class TensorDataset : public Dataset {
   int64_t size() const override { return inputs_.size(0); }
   Batch Gather(const std::vector<int64_t>& indices) const override;
 
-  const torch::Tensor& inputs() const { return inputs_; }
-  const torch::Tensor& targets() const { return targets_; }
 
  private:
   torch::Tensor inputs_;
