@@ -317,21 +317,16 @@ std::string RenderWorkerTable(const v1::ListWorkersResponse& response,
     std::string heartbeat =
         FormatAge(w.last_heartbeat_unix_ms(), ctx.now_unix_ms);
     if (heartbeat != "-") heartbeat += " ago";
-    // "job-3/0", "job-3/1" -> "job-3:0,1", in the order the jobs appear.
+    // Ranks 0 and 1 of job-3 -> "job-3:0,1", in the order the jobs appear.
     std::vector<std::pair<std::string, std::vector<std::string>>> by_job;
-    for (const std::string& running : w.running()) {
-      const size_t slash = running.rfind('/');
-      const std::string job =
-          slash == std::string::npos ? running : running.substr(0, slash);
-      const std::string rank =
-          slash == std::string::npos ? "" : running.substr(slash + 1);
+    for (const v1::RankRef& ref : w.ranks()) {
       auto it = std::find_if(by_job.begin(), by_job.end(),
-                             [&job](const auto& e) { return e.first == job; });
+                             [&](const auto& e) { return e.first == ref.job_id(); });
       if (it == by_job.end()) {
-        by_job.push_back({job, {}});
+        by_job.push_back({ref.job_id(), {}});
         it = by_job.end() - 1;
       }
-      if (!rank.empty()) it->second.push_back(rank);
+      it->second.push_back(absl::StrCat(ref.rank()));
     }
     std::vector<std::string> running;
     for (const auto& [job, ranks] : by_job) {

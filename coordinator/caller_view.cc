@@ -1,5 +1,6 @@
 #include "coordinator/caller_view.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 
@@ -98,12 +99,10 @@ std::vector<v1::WorkerInfo> CallerView::Workers() const {
   std::set<std::string> own;
   for (const v1::Job& job : Jobs()) own.insert(job.id());
   for (v1::WorkerInfo& worker : workers) {
-    std::vector<std::string> kept;
-    for (const std::string& rank : worker.running()) {
-      if (own.count(rank.substr(0, rank.find('/'))) > 0) kept.push_back(rank);
-    }
-    worker.clear_running();
-    for (std::string& rank : kept) worker.add_running(std::move(rank));
+    auto* ranks = worker.mutable_ranks();
+    ranks->erase(std::remove_if(ranks->begin(), ranks->end(),
+                                [&](const v1::RankRef& r) { return own.count(r.job_id()) == 0; }),
+                 ranks->end());
   }
   return workers;
 }

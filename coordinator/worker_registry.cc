@@ -145,7 +145,10 @@ std::vector<v1::WorkerInfo> WorkerRegistry::Describe() const {
     for (const auto& d : w.info.devices()) info.add_devices(d);
     info.set_last_heartbeat_unix_ms(w.last_heartbeat_ms);
     for (const auto& r : w.ranks) {
-      info.add_running(absl::StrCat(r.job_id, "/", r.rank));
+      v1::RankRef* ref = info.add_ranks();
+      ref->set_job_id(r.job_id);
+      ref->set_generation(r.generation);
+      ref->set_rank(r.rank);
     }
     out.push_back(std::move(info));
   }

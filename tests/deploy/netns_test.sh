@@ -314,7 +314,7 @@ ip -n "$hub" link set "v-$lost" up
 t_up=$(now_ms)
 back_and_idle() {
   cli workers --output json 2> /dev/null | json_true \
-    "[(w['name'], w['slots_free'], len(w['running'])) for w in j['workers'] if w['name'] == '$lost'] == [('$lost', 1, 0)]"
+    "[(w['name'], w['slots_free'], len(w['ranks'])) for w in j['workers'] if w['name'] == '$lost'] == [('$lost', 1, 0)]"
 }
 wait_until 60 "$lost registers again with no rank left running" back_and_idle
 t_back=$(now_ms)

@@ -265,7 +265,7 @@ TEST_F(CliCommandsTest, SubmitDryRunSetAndNameThenWorkersListAndCancel) {
   for (const v1::WorkerInfo& w : listed.workers()) {
     EXPECT_EQ(w.slots_total(), 1);
     EXPECT_EQ(w.slots_free(), 0);
-    EXPECT_EQ(w.running_size(), 1);
+    EXPECT_EQ(w.ranks_size(), 1);
   }
 
   // list: table and JSON now hold one more job, the edited one RUNNING.

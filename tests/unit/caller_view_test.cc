@@ -115,10 +115,14 @@ TEST_F(CallerViewTest, HistoryIsTheCallersAndPagesLikeTheList) {
 TEST_F(CallerViewTest, WorkersShowOnlyTheCallersRanks) {
   std::vector<v1::WorkerInfo> mine = CallerView(jobs_, kAlice).Workers();
   ASSERT_EQ(mine.size(), 1u);
-  EXPECT_THAT(mine[0].running(), ElementsAre("job-1/0"));
+  ASSERT_EQ(mine[0].ranks_size(), 1);
+  EXPECT_EQ(mine[0].ranks(0).job_id(), "job-1");
+  EXPECT_EQ(mine[0].ranks(0).generation(), 1);
+  EXPECT_EQ(mine[0].ranks(0).rank(), 0);
   std::vector<v1::WorkerInfo> all = CallerView(jobs_, kRoot).Workers();
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].running_size(), 2);
+  ASSERT_EQ(all[0].ranks_size(), 2);
+  EXPECT_EQ(all[0].ranks(1).job_id(), "job-2");
 }
 
 }  // namespace

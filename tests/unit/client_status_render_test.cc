@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "client/render.h"
 
 namespace trainctl::client {
@@ -105,9 +107,13 @@ TEST(WorkersRenderTest, AddressSlotsHeartbeatAndRunningAsJobRanks) {
   w->add_devices("cuda:0");
   w->add_devices("cuda:1");
   w->set_last_heartbeat_unix_ms(kT0 + 7'000);
-  w->add_running("job-4/0");
-  w->add_running("job-4/1");
-  w->add_running("job-9/3");
+  for (const auto& [job, rank] : {std::pair<const char*, int>{"job-4", 0}, {"job-4", 1},
+                                   {"job-9", 3}}) {
+    v1::RankRef* ref = w->add_ranks();
+    ref->set_job_id(job);
+    ref->set_generation(1);
+    ref->set_rank(rank);
+  }
   v1::WorkerInfo* idle = response.add_workers();
   idle->set_name("node-b");
   idle->set_host("10.0.0.2");

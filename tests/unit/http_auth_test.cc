@@ -124,7 +124,9 @@ TEST_F(HttpAuthTest, AUserSeesOnlyTheirOwnJobs) {
   HttpResponse workers = Get("/api/workers", "alice-token");
   EXPECT_EQ(workers.status, 200);
   EXPECT_NE(workers.body.find("\"name\":\"w1\""), std::string::npos);
-  EXPECT_NE(workers.body.find("\"running\":[\"job-1/0\"]"), std::string::npos)
+  EXPECT_NE(workers.body.find("\"ranks\":[{\"job_id\":\"job-1\",\"generation\":1,"
+                              "\"rank\":0}]"),
+            std::string::npos)
       << workers.body;
   // A person's scrape covers their own jobs; an admin's the cluster.
   HttpResponse metrics = Get("/metrics", "bob-token");
@@ -150,9 +152,8 @@ TEST_F(HttpAuthTest, AnAdminSeesEveryJob) {
     EXPECT_EQ(Get(path, "root-token").status, 200) << path;
   }
   HttpResponse workers = Get("/api/workers", "root-token");
-  EXPECT_NE(workers.body.find("\"running\":[\"job-1/0\",\"job-2/0\"]"),
-            std::string::npos)
-      << workers.body;
+  EXPECT_NE(workers.body.find("\"job_id\":\"job-1\""), std::string::npos) << workers.body;
+  EXPECT_NE(workers.body.find("\"job_id\":\"job-2\""), std::string::npos) << workers.body;
 }
 
 }  // namespace

@@ -255,7 +255,7 @@ function listView(app) {
         el("td", { text: w.name }), el("td", { text: w.host }),
         el("td", { className: "num", text: `${w.slots_free} / ${w.slots_total}` }),
         el("td", { text: agoText(w.last_heartbeat_unix_ms), title: timeText(w.last_heartbeat_unix_ms) }),
-        el("td", { text: (w.running || []).join(", ") }))));
+        el("td", { text: (w.ranks || []).map((r) => `${r.job_id}/${r.rank}`).join(", ") }))));
       setConn(true);
     } catch (e) {
       showFailure(e);
