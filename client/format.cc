@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/names.h"
-#include "absl/strings/str_replace.h"
 #include "common/vocabulary.h"
+#include "absl/strings/str_replace.h"
 
 namespace trainctl::client {
 namespace {

@@ -14,8 +14,8 @@
 #include "client/format.h"
 #include "common/memory_plan.h"
 #include "common/proto_json.h"
-#include "client/live_view.h"
 #include "common/vocabulary.h"
+#include "client/live_view.h"
 
 namespace trainctl::client {
 namespace {

@@ -12,11 +12,11 @@
 #include "common/checkpoint_name.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "coordinator/checkpoint_retention.h"
 #include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 

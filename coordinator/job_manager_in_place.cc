@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/vocabulary.h"
 #include "coordinator/free_slots.h"
 #include "coordinator/job_manager.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 

@@ -8,10 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "common/rank_exit.h"
 #include "common/utf8_sanitize.h"
+#include "common/vocabulary.h"
 #include "coordinator/hang_detector.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/job_state.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 

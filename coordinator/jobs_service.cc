@@ -4,13 +4,14 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint_name.h"
 #include "common/grpc_status.h"
 #include "common/spec.h"
 #include "common/utf8_sanitize.h"
+#include "common/vocabulary.h"
 #include "coordinator/caller_view.h"
 #include "coordinator/job_state.h"
 #include "coordinator/services.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -90,9 +91,9 @@ grpc::Status JobsService::SubmitJob(grpc::ServerContext* ctx,
   }
   if (!req->resume_from().empty()) {
     // Resuming reads another job's checkpoint: only where it may be read.
-    const std::string& from = req->resume_from();
-    absl::StatusOr<v1::Job> source =
-        JobFor(*ctx, from.substr(0, from.find(':')), "resume from");
+    absl::StatusOr<CheckpointRef> from = ParseCheckpointRef(req->resume_from(), "resume_from");
+    if (!from.ok()) return ToGrpcStatus(from.status());
+    absl::StatusOr<v1::Job> source = JobFor(*ctx, from->job_id, "resume from");
     if (!source.ok() && !absl::IsNotFound(source.status())) {
       return ToGrpcStatus(source.status());
     }

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/shard_plan.h"
+#include "common/vocabulary.h"
 #include "worker/support/eval_metrics.h"
 #include "worker/support/rank_spread.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 

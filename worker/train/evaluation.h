@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "common/vocabulary.h"
 #include "worker/train/data/dataset.h"
 #include "worker/train/grad_sync.h"
 #include "worker/train/models/model.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 

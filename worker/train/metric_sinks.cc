@@ -8,8 +8,8 @@
 #include "common/model_metadata.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
-#include "worker/train/model_export.h"
 #include "common/vocabulary.h"
+#include "worker/train/model_export.h"
 
 namespace trainctl::train {
 namespace {

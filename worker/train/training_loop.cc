@@ -12,12 +12,12 @@
 #include "common/clock.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/support/shard_manifest.h"
 #include "worker/train/autocast_scope.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/optim/optimizers.h"
 #include "worker/train/optim/schedule.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

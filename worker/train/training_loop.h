@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/vocabulary.h"
 #include "trainctl/v1/spec.pb.h"
 #include "worker/support/straggler_watch.h"
 #include "worker/train/batch_prefetcher.h"
@@ -34,7 +35,6 @@
 #include "worker/train/step_profiler.h"
 #include "worker/train/stream_timer.h"
 #include "worker/train/trainer.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 

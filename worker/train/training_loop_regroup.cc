@@ -15,10 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/support/rank_spread.h"
 #include "worker/support/shard_manifest.h"
 #include "worker/train/training_loop.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

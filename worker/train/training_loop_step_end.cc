@@ -5,11 +5,11 @@
 #include <chrono>
 #include <iostream>
 
+#include "common/vocabulary.h"
 #include "worker/support/rank_spread.h"
 #include "worker/train/autocast_scope.h"
 #include "worker/train/evaluation.h"
 #include "worker/train/training_loop.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -18,11 +18,11 @@
 #include "common/data_shards.h"
 #include "common/spec_audio.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/support/audio_decode.h"
 #include "worker/train/data/audio_features.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -11,9 +11,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -16,9 +16,9 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/tokenizer_client.h"
+#include "common/vocabulary.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -23,12 +23,12 @@
 #include "common/data_shards.h"
 #include "common/shard_plan.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/train/data/idx.h"
 #include "worker/train/data/image_transforms.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
 #include "worker/support/shard_manifest.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

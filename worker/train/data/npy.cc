@@ -16,9 +16,9 @@
 #include "common/data_probe.h"
 #include "common/npy_header.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/train/data/readers.h"
 #include "worker/train/data/token_file.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/vocabulary.h"
 #include "trainctl/v1/spec.pb.h"
 #include "worker/train/data/dataset.h"
 #include "worker/train/data/token_file.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 

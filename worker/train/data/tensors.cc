@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "worker/train/data/in_memory.h"
 #include "worker/train/data/readers.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

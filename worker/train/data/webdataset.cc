@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/data_probe.h"
 #include "common/status_macros.h"
+#include "common/vocabulary.h"
 #include "common/webdataset_index.h"
 #include "worker/support/image_decode.h"
 #include "worker/train/data/image_transforms.h"
 #include "worker/train/data/readers.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {

@@ -3,9 +3,9 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "common/vocabulary.h"
 #include "worker/train/models/networks.h"
 #include "worker/train/models/torchscript_model.h"
-#include "common/vocabulary.h"
 
 namespace trainctl::train {
 namespace {
