@@ -29,7 +29,6 @@ bool IsExecutable(const std::string& path) {
          ::access(path.c_str(), X_OK) == 0;
 }
 
-
 // fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG: a helper must
 // not outlive a rank that crashes while it encodes a corpus (the agent
 // kills a rank's process group, but a rank that dies by itself kills

@@ -4,8 +4,10 @@
 // and model type, a metric point's kind and a rank's phase. The wire and
 // the store keep the words (stored events, the JSON that scripts read and
 // older peers send), so each is parsed here, in one place, and code
-// compares enums. A word this build does not know maps to kOther.
+// compares enums. A word this build does not know maps to kOther. Only
+// spec.proto is included: the spec fuzzer builds without the others.
 
+#include <string>
 #include <string_view>
 #include <vector>
 
