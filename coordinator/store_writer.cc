@@ -48,6 +48,22 @@ StoreWriter::Ticket StoreWriter::EnqueueDelete(std::string job_id) {
   return Push(std::move(op), /*wait=*/true);  // the store commits it itself
 }
 
+StoreWriter::Ticket StoreWriter::EnqueuePutCheckpoint(CheckpointRecord record) {
+  Op op;
+  op.kind = Kind::kPutCheckpoint;
+  op.checkpoint = std::move(record);
+  return Push(std::move(op), /*wait=*/false);
+}
+
+StoreWriter::Ticket StoreWriter::EnqueueDeleteCheckpoint(std::string job_id,
+                                                         int64_t step) {
+  Op op;
+  op.kind = Kind::kDeleteCheckpoint;
+  op.delete_id = std::move(job_id);
+  op.checkpoint.step = step;
+  return Push(std::move(op), /*wait=*/false);
+}
+
 namespace {
 
 // Moves the writes of ops [begin, end) into the first: one store call and
@@ -90,6 +106,11 @@ size_t StoreWriter::WriteGroup(std::deque<Op>& group,
     absl::Status status;
     if (op.kind == Kind::kDelete) {
       status = store_.DeleteJob(op.delete_id);
+      if (absl::IsNotFound(status)) status = absl::OkStatus();
+    } else if (op.kind == Kind::kPutCheckpoint) {
+      status = store_.PutCheckpoint(op.checkpoint);
+    } else if (op.kind == Kind::kDeleteCheckpoint) {
+      status = store_.DeleteCheckpoint(op.delete_id, op.checkpoint.step);
       if (absl::IsNotFound(status)) status = absl::OkStatus();
     } else if (op.kind == Kind::kNewJob) {
       status = store_.Write(op.write, Durability::kImmediate);

@@ -53,6 +53,9 @@ class StoreWriter {
   Ticket EnqueueNewJob(JobWrite write);
   // Queues the deletion of a job's records, after every write before it.
   Ticket EnqueueDelete(std::string job_id);
+  // Queue a change to the checkpoint catalog, in order with the rest.
+  Ticket EnqueuePutCheckpoint(CheckpointRecord record);
+  Ticket EnqueueDeleteCheckpoint(std::string job_id, int64_t step);
 
   // Call without the caller's lock. Writes what is queued unless another
   // caller is doing so; for a durable ticket, returns once its write was
@@ -62,12 +65,13 @@ class StoreWriter {
   absl::Status Flush();
 
  private:
-  enum class Kind { kWrite, kNewJob, kDelete };
+  enum class Kind { kWrite, kNewJob, kDelete, kPutCheckpoint, kDeleteCheckpoint };
   struct Op {
     uint64_t ticket = 0;
     Kind kind = Kind::kWrite;
     JobWrite write;
-    std::string delete_id;
+    std::string delete_id;  // kDelete, kDeleteCheckpoint
+    CheckpointRecord checkpoint;  // kPutCheckpoint; its step for kDeleteCheckpoint
     bool immediate = false;
     std::shared_ptr<Ticket::Result> result;  // set when a caller waits
   };

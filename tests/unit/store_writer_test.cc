@@ -200,5 +200,35 @@ TEST(StoreWriterTest, TheCallerWritingTakesAlongWhatIsQueuedMeanwhile) {
   leader.join();
 }
 
+TEST(StoreWriterTest, CatalogChangesAreWrittenInOrderWithTheRest) {
+  InMemoryJobStore store;
+  EventHub hub;
+  FakeClock clock;
+  StoreWriter writer(store, hub, clock);
+  auto record = [](const std::string& job, int64_t step) {
+    CheckpointRecord r;
+    r.job_id = job;
+    r.step = step;
+    r.path = "/ckpt/" + job + "/step-" + std::to_string(step);
+    r.info.set_step(step);
+    return r;
+  };
+  StoreWriter::Ticket ticket =
+      writer.Enqueue(JobWithEvent("job-1", 1), Durability::kGrouped);
+  ticket.Add(writer.EnqueuePutCheckpoint(record("job-1", 10)));
+  ticket.Add(writer.EnqueuePutCheckpoint(record("job-1", 20)));
+  ticket.Add(writer.EnqueueDeleteCheckpoint("job-1", 10));
+  ticket.Add(writer.EnqueueDeleteCheckpoint("job-1", 30));  // never there: fine
+  EXPECT_TRUE(store.ListCheckpoints("job-1")->empty());  // queued only
+  ASSERT_TRUE(writer.Drain(ticket).ok());
+  std::vector<int64_t> steps;
+  const std::vector<CheckpointRecord> catalog = *store.ListCheckpoints("job-1");
+  for (const CheckpointRecord& c : catalog) steps.push_back(c.step);
+  EXPECT_EQ(steps, std::vector<int64_t>{20});
+  // A deletion of the job after them leaves no catalog behind.
+  ASSERT_TRUE(writer.Drain(writer.EnqueueDelete("job-1")).ok());
+  EXPECT_TRUE(store.ListCheckpoints("job-1")->empty());
+}
+
 }  // namespace
 }  // namespace trainctl::coordinator
