@@ -1,6 +1,6 @@
 #pragma once
 
-// The data-dependent half of a dry run (job_manager_dry_run.cc). The
+// The data-dependent half of a dry run (core/dry_run.cc). The
 // coordinator never opens user-named data files (security review H2): a
 // worker counts the samples (ProbeDataRequest/ProbeDataResult on the agent
 // stream, worker/agent/data_probe_handler.h) and these functions fold its

@@ -1,63 +1,19 @@
+// JobManager: the shell that runs JobCore's decisions on the real clock,
+// store, event hub, rendezvous and agent links.
+
 #include "coordinator/job_manager.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <iterator>
-#include <set>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "common/log.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "coordinator/job_state.h"
-#include "coordinator/resume_check.h"
-#include "coordinator/scheduler.h"
 
 namespace trainctl::coordinator {
-namespace {
-
-constexpr int kMaxUnfinishedJobsPerUser = 1000;
-
-// A new job's first event (seq 1): its submission.
-v1::JobEvent FirstEvent(const v1::Job& job) {
-  v1::JobEvent event;
-  event.set_seq(1);
-  event.set_job_id(job.id());
-  event.set_time_unix_ms(job.created_unix_ms());
-  *event.mutable_transition() = job.transitions(0);
-  return event;
-}
-
-// The N of "job-N" (ids are only ever made that way); 0 otherwise.
-int64_t JobNumber(const std::string& id) {
-  int64_t number = 0;
-  absl::string_view digits = id;
-  if (!absl::ConsumePrefix(&digits, "job-") ||
-      !absl::SimpleAtoi(digits, &number)) {
-    return 0;
-  }
-  return number;
-}
-
-// Inserts a job id into ids in id order, which is the store's order, even
-// when a submission whose write finished first took a later id (found from
-// the back: almost always the end).
-template <typename Ids>
-void InsertInIdOrder(Ids& ids, const std::string& id) {
-  const int64_t number = JobNumber(id);
-  auto at = ids.end();
-  while (at != ids.begin() && JobNumber(*std::prev(at)) > number) --at;
-  ids.insert(at, id);
-}
-
-}  // namespace
-
-void JobManager::EnqueueLocked(const std::string& job_id) {
-  InsertInIdOrder(queue_, job_id);
-}
 
 JobManager::JobManager(const Clock& clock, EventHub& events,
                        Rendezvous& rendezvous, JobStore& store,
@@ -67,117 +23,197 @@ JobManager::JobManager(const Clock& clock, EventHub& events,
       rendezvous_(rendezvous),
       store_(store),
       writer_(store, events, clock),
-      heartbeat_interval_ms_(heartbeat_interval_ms),
-      registry_(clock, lease_ms),
-      // Long enough for agents to notice the outage and reconnect (their
-      // backoff tops out at 5 s) with a lease to spare.
-      reattach_grace_ms_(2 * lease_ms + 5'000) {}
+      core_(lease_ms, heartbeat_interval_ms) {}
+
+JobManager::Turn::Turn(JobManager& jobs) : jobs_(jobs), lock_(jobs.mu_) {
+  jobs_.core_.SetNow(jobs_.clock_.NowUnixMs());
+}
+
+absl::Status JobManager::Turn::Finish() {
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  Effects effects = jobs_.core_.TakeEffects();
+  const StoreWriter::Ticket write = jobs_.ApplyLocked(effects.changes);
+  lock_.unlock();
+  const absl::Status written = jobs_.writer_.Drain(write);
+  jobs_.Deliver(effects);
+  return written;
+}
+
+StoreWriter::Ticket JobManager::ApplyLocked(std::vector<Change>& changes) {
+  StoreWriter::Ticket ticket;
+  for (Change& change : changes) {
+    std::visit(
+        [&](auto& c) {
+          using T = std::decay_t<decltype(c)>;
+          if constexpr (std::is_same_v<T, SaveJobs>) {
+            ticket.Add(writer_.Enqueue(std::move(c.write), c.durability));
+          } else if constexpr (std::is_same_v<T, DeleteJobRecords>) {
+            ticket.Add(writer_.EnqueueDelete(c.job_id));
+          } else if constexpr (std::is_same_v<T, CatalogPut>) {
+            ticket.Add(writer_.EnqueuePutCheckpoint(std::move(c.record)));
+          } else if constexpr (std::is_same_v<T, CatalogDelete>) {
+            ticket.Add(writer_.EnqueueDeleteCheckpoint(c.job_id, c.step));
+          } else if constexpr (std::is_same_v<T, EventAppended>) {
+            const int64_t numbered = c.event.seq();
+            const int64_t seq = events_.Append(c.job_id, std::move(c.event));
+            // Both count from the stored history: a difference is a bug
+            // that would show watchers events under the wrong numbers.
+            if (seq != numbered) {
+              TLOG_ERROR << "event " << numbered << " of " << c.job_id
+                         << " became seq " << seq << " in the hub";
+            }
+            if (c.published) events_.Publish(c.job_id, seq);
+          } else if constexpr (std::is_same_v<T, EventsClosed>) {
+            events_.Close(c.job_id);
+          } else if constexpr (std::is_same_v<T, EventsForgotten>) {
+            events_.Forget(c.job_id);
+          } else if constexpr (std::is_same_v<T, GenerationStarted>) {
+            rendezvous_.ExpectWorld({c.job_id, c.generation}, c.world_size);
+          } else if constexpr (std::is_same_v<T, GenerationsEnded>) {
+            rendezvous_.EndGeneration(c.job_id, c.generation);
+          } else if constexpr (std::is_same_v<T, RegroupPosted>) {
+            rendezvous_.PostRegroup({c.job_id, c.from}, std::move(c.places));
+          } else {
+            static_assert(std::is_same_v<T, JobRendezvousDropped>);
+            rendezvous_.DropJob(c.job_id);
+          }
+        },
+        change);
+  }
+  return ticket;
+}
+
+void JobManager::Deliver(const Effects& effects) {
+  for (const AgentMessage& out : effects.messages) {
+    if (!out.link->Send(out.message)) {
+      TLOG_WARNING << "could not send to agent " << out.worker
+                   << ": its stream is closing";
+    }
+  }
+  for (const auto& link : effects.disconnect) link->Disconnect();
+}
+
+absl::Status JobManager::Recover() {
+  // Every stored event passes through the core once; the hub gets only
+  // the newest of each job's (it reads older ones from the store on demand).
+  std::map<std::string, JobCore::EventBudget> used;
+  EventScan scan;
+  scan.keep_bytes = events_.tail_bytes();
+  scan.visit = [&used](v1::Job& job, const v1::JobEvent& e) {
+    JobCore::ReplayStoredEvent(e, job, used[job.id()]);
+  };
+  ASSIGN_OR_RETURN(StoredState state, store_.Load(scan));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (core_.has_jobs()) {
+    return absl::FailedPreconditionError(
+        "Recover() must run once, before any job exists");
+  }
+  JobCore::Recovered recovered;
+  recovered.next_job_number = state.next_job_number;
+  for (StoredJob& stored : state.jobs) {
+    const std::string id = stored.job.id();
+    RETURN_IF_ERROR(events_.Restore(id, stored.last_seq,
+                                    std::move(stored.events),
+                                    IsFinal(stored.job.state())));
+    ASSIGN_OR_RETURN(std::vector<CheckpointRecord> catalog,
+                     store_.ListCheckpoints(id));
+    recovered.jobs.push_back(JobCore::RecoveredJob{
+        std::move(stored.job), stored.last_seq, used[id], std::move(catalog)});
+  }
+  core_.SetNow(clock_.NowUnixMs());
+  ASSIGN_OR_RETURN(const JobCore::RecoverySummary summary,
+                   core_.Restore(std::move(recovered)));
+  Effects effects = core_.TakeEffects();  // no agent is connected yet
+  const StoreWriter::Ticket saved = ApplyLocked(effects.changes);
+  lock.unlock();
+  // On disk before serving: what recovery changed is what agents see.
+  RETURN_IF_ERROR(writer_.Drain(saved));
+  RETURN_IF_ERROR(writer_.Flush());
+  TLOG_INFO << "recovered " << state.jobs.size() << " jobs (" << summary.queued
+            << " queued, " << summary.restarting << " restarting, "
+            << summary.interrupted << " awaiting their ranks, "
+            << summary.finished << " finished)";
+  Deliver(effects);
+  return absl::OkStatus();
+}
+
+void JobManager::StartReattachWindow() {
+  Turn turn(*this);
+  turn.core().StartReattachWindow();
+}
+
+absl::Status JobManager::Flush() {
+  {
+    Turn turn(*this);
+    turn.core().SaveAll();
+    RETURN_IF_ERROR(turn.Finish());
+  }
+  return writer_.Flush();
+}
+
+void JobManager::PrepareForShutdown() {
+  Turn turn(*this);
+  turn.core().PrepareForShutdown();
+}
 
 absl::StatusOr<v1::Job> JobManager::Submit(const std::string& spec_text,
                                            bool dry_run,
                                            const std::string& resume_from,
                                            const std::string& owner) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
-  if (!spec.ok()) return spec.status();
-  RETURN_IF_ERROR(ResolvePriority(&*spec, owner));
-  v1::Job job;
-  job.set_owner(owner);
-  *job.mutable_spec() = *std::move(spec);
-  if (!resume_from.empty()) {
-    absl::StatusOr<v1::Checkpoint> from = FindCheckpoint(resume_from);
-    if (!from.ok()) return from.status();
-    {
-      // Refused now, naming the difference, rather than by every rank at
-      // every restart.
-      std::lock_guard<std::mutex> lock(mu_);
-      const v1::Job* source = FindLocked(from->job_id());
-      if (source != nullptr) {
-        absl::Status fits =
-            CheckResumeCompatible(source->spec(), source->id(), job.spec());
-        if (!fits.ok()) return fits;
-      }
-    }
-    *job.mutable_resume_from() = *std::move(from);
-  }
   if (dry_run) {
-    absl::StatusOr<v1::SubmitJobResponse> dry =
-        DryRun(spec_text, resume_from, owner);
-    if (!dry.ok()) return dry.status();
-    return dry->job();
+    ASSIGN_OR_RETURN(v1::SubmitJobResponse dry,
+                     DryRun(spec_text, resume_from, owner));
+    return dry.job();
   }
-
+  ASSIGN_OR_RETURN(v1::JobSpec spec, ParseJobSpec(spec_text));
   // First its id and its durable record, then (only if that worked) the
-  // job in memory: the commit happens outside mu_, and no one sees a job
-  // that a failed write would have to take back.
+  // job in the core: the commit happens outside mu_, and no one sees a
+  // job that a failed write would have to take back.
+  v1::Job job;
   StoreWriter::Ticket recorded;
-  int64_t number = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    // A flood of submissions from one user stays bounded (each job keeps
-    // its spec in memory and on disk until it ends and is retired).
-    auto pending = submitting_.find(owner);
-    int unfinished = pending == submitting_.end() ? 0 : pending->second;
-    for (const auto& [id, other] : jobs_) {
-      unfinished += other.owner() == owner && !IsFinal(other.state());
+    Turn turn(*this);
+    JobCore& core = turn.core();
+    RETURN_IF_ERROR(core.ResolvePriority(&spec, owner));
+    job.set_owner(owner);
+    if (!resume_from.empty()) {
+      ASSIGN_OR_RETURN(v1::Checkpoint from, core.FindCheckpoint(resume_from));
+      RETURN_IF_ERROR(core.CheckResumeFits(from, spec));
+      *job.mutable_resume_from() = std::move(from);
     }
-    if (unfinished >= kMaxUnfinishedJobsPerUser) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          owner.empty() ? "this cluster" : owner, " already has ", unfinished,
-          " jobs queued or running, the limit; wait for some to end or "
-          "cancel some"));
-    }
-    number = next_job_number_++;
-    ++submitting_[owner];
-    job.set_id(absl::StrCat("job-", number));
-    job.set_state(v1::JOB_STATE_QUEUED);
-    job.set_created_unix_ms(clock_.NowUnixMs());
-    auto* t = job.add_transitions();
-    t->set_to(v1::JOB_STATE_QUEUED);
-    t->set_time_unix_ms(job.created_unix_ms());
-    t->set_reason("submitted");
-    // Durable before the id is handed out: a restart never forgets (or
-    // reuses) an id a client was given.
-    JobWrite write;
-    write.jobs.push_back(job);
-    write.events.push_back(FirstEvent(job));
-    write.next_job_number = number + 1;
-    recorded = writer_.EnqueueNewJob(std::move(write));
+    *job.mutable_spec() = std::move(spec);
+    ASSIGN_OR_RETURN(job, core.Reserve(std::move(job)));
+    recorded = writer_.EnqueueNewJob(JobCore::FirstWrite(job));
   }
   const absl::Status saved = writer_.Drain(recorded);
   v1::Job snapshot;
   {
     Turn turn(*this);
-    if (--submitting_[owner] == 0) submitting_.erase(owner);
     if (!saved.ok()) {
-      // The id goes back unless a later submission took the next one.
-      if (next_job_number_ == number + 1) next_job_number_ = number;
+      turn.core().Abandon(job);
       TLOG_ERROR << "cannot record a submitted job: " << saved.message();
       return absl::UnavailableError(absl::StrCat(
           "the coordinator cannot record the job: ", saved.message()));
     }
-    const std::string id = job.id();
-    jobs_.emplace(id, std::move(job));
-    InsertInIdOrder(order_, id);
-    EnqueueLocked(id);
-    uncheckpointed_.insert(id);
-    events_.Append(id, FirstEvent(jobs_.at(id)));
-    events_.Publish(id, 1);  // written above, durably
-    ScheduleLocked(turn.outbox());
-    turn.Save();
-    snapshot = jobs_.at(id);
+    snapshot = turn.core().Admit(std::move(job));
   }
   TLOG_INFO << "job " << snapshot.id() << " (" << snapshot.spec().name()
             << ") submitted, " << snapshot.spec().ranks() << " ranks";
   return snapshot;
 }
 
+absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
+    const std::string& spec_text, const std::string& resume_from,
+    const std::string& owner) {
+  ASSIGN_OR_RETURN(v1::JobSpec spec, ParseJobSpec(spec_text));
+  Turn turn(*this);
+  return turn.core().DryRun(std::move(spec), resume_from, owner);
+}
+
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  }
-  return it->second;
+  return core_.Get(job_id);
 }
 
 std::vector<v1::Job> JobManager::List(const std::vector<v1::JobState>& states,
@@ -189,259 +225,113 @@ JobManager::Page JobManager::ListPage(const std::vector<v1::JobState>& states,
                                       const std::string* owner,
                                       const std::string& after_id,
                                       size_t max_jobs, size_t max_bytes) const {
-  // By number, not position: the page's last job may have been deleted
-  // since (retention) and ids only grow.
-  const int64_t after = after_id.empty() ? 0 : JobNumber(after_id);
   std::lock_guard<std::mutex> lock(mu_);
-  Page page;
-  size_t bytes = 0;
-  for (const auto& id : order_) {
-    const v1::Job& job = jobs_.at(id);
-    if (JobNumber(id) <= after) continue;
-    if (owner != nullptr && job.owner() != *owner) continue;
-    if (!states.empty() &&
-        std::find(states.begin(), states.end(), job.state()) == states.end()) {
-      continue;
-    }
-    const size_t size = max_bytes == SIZE_MAX ? 0 : job.ByteSizeLong();
-    if (page.jobs.size() >= max_jobs ||
-        (!page.jobs.empty() && bytes + size > max_bytes)) {
-      page.more = true;
-      break;
-    }
-    bytes += size;
-    page.jobs.push_back(job);
-  }
-  return page;
+  return core_.ListPage(states, owner, after_id, max_jobs, max_bytes);
 }
 
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id,
                                            const std::string& reason) {
-  v1::Job snapshot;
-  {
-    Turn turn(*this);
-    absl::StatusOr<v1::Job*> job = FindUnfinishedLocked(job_id);
-    if (!job.ok()) return job.status();
-    // During RESTARTING too: a cancel always wins over a pending restart.
-    EndJobLocked(**job, v1::JOB_STATE_CANCELLED,
-                 reason.empty() ? "cancelled by user" : reason, turn.outbox());
-    turn.Save();
-    snapshot = **job;
-  }  // recorded before the caller hears of it
-  return snapshot;
+  Turn turn(*this);  // recorded before the caller hears of it
+  return turn.core().Cancel(job_id, reason);
 }
 
-v1::Job* JobManager::FindLocked(const std::string& job_id) {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second;
-}
-
-absl::StatusOr<v1::Job*> JobManager::FindUnfinishedLocked(
-    const std::string& job_id) {
-  v1::Job* job = FindLocked(job_id);
-  if (job == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no job with id '", job_id, "'"));
-  }
-  if (IsFinal(job->state())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " already ended ", StateName(job->state())));
-  }
-  return job;
-}
-
-void JobManager::TransitionLocked(v1::Job& job, v1::JobState to,
-                                  const std::string& reason) {
-  absl::Status allowed = CheckTransition(job.state(), to);
-  if (!allowed.ok()) {
-    TLOG_ERROR << "job " << job.id() << ": " << allowed.message();
-    return;
-  }
-  const int64_t now = clock_.NowUnixMs();
-  // Fair share counts the slot time of RUNNING generations.
-  if (job.state() == v1::JOB_STATE_RUNNING && to != v1::JOB_STATE_RUNNING) {
-    ChargeJobLocked(job, now);
-    charged_until_ms_.erase(job.id());
-  }
-  if (to == v1::JOB_STATE_RUNNING) charged_until_ms_[job.id()] = now;
-  v1::Transition t;
-  t.set_from(job.state());
-  t.set_to(to);
-  t.set_time_unix_ms(now);
-  t.set_reason(reason);
-  if (to == v1::JOB_STATE_RUNNING) {  // what accounting charges the period with
-    t.set_slots(job.world_size());
-    int gpu = 0;
-    for (const v1::RankInfo& rank : job.ranks()) gpu += rank.gpu() ? 1 : 0;
-    t.set_gpu_slots(gpu);
-  }
-  *job.add_transitions() = t;
-  job.set_state(to);
-  job.set_reason(reason);
-  if (to == v1::JOB_STATE_RUNNING) job.set_started_unix_ms(now);
-  if (IsFinal(to)) {
-    job.set_finished_unix_ms(now);
-    job.clear_pending_reason();
-  }
-  TLOG_INFO << "job " << job.id() << ": " << StateName(t.from()) << " -> "
-            << StateName(to) << " (" << reason << ")";
-  MarkDirtyLocked(job.id());
-  save_now_ = true;
-  v1::JobEvent event;
-  event.set_time_unix_ms(now);
-  *event.mutable_transition() = std::move(t);
-  RecordEventLocked(job.id(), std::move(event));
-  if (IsFinal(to)) events_.Close(job.id());
-}
-
-void JobManager::ScheduleLocked(Outbox* outbox) {
-  ChargeUsageLocked(clock_.NowUnixMs());
-  std::vector<PendingJob> fifo;
-  for (const auto& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
-  // With nobody queued, a pass still decides the running jobs' spares.
-  // (charged_until_ms_ holds the RUNNING jobs: no walk over finished ones.)
-  const bool spares_wanted = std::any_of(
-      charged_until_ms_.begin(), charged_until_ms_.end(), [this](const auto& running) {
-        return SparesWantedLocked(jobs_.at(running.first)) > 0;
-      });
-  if (fifo.empty() && !spares_wanted) {
-    pass_order_.clear();
-    estimated_start_ms_.clear();
-    wait_kinds_.clear();
-    RecordSparesLocked({});
-    return;
-  }
-  ScheduleResult result = Schedule(InputLocked(std::move(fifo)));
-  RecordPassLocked(result);
-  for (const Placement& placement : result.placements) {
-    queue_.erase(std::find(queue_.begin(), queue_.end(), placement.job_id));
-    StartJobLocked(jobs_.at(placement.job_id), placement, outbox);
-  }
-  for (const Preemption& preemption : result.preemptions) {
-    v1::Job& victim = jobs_.at(preemption.victim);
-    PreemptLocked(victim, preemption.reason, preemption.grace_ms, outbox);
-    // In the queue view at once, last (the next pass places it).
-    pass_order_.push_back(victim.id());
-    victim.set_pending_reason(PendingLocked(victim).not_ready);
-  }
-  RecordSparesLocked(result.spares);  // after the starts: a started job's note
-}
-
-void JobManager::StartJobLocked(v1::Job& job, const Placement& placement,
-                                Outbox* outbox) {
-  const std::vector<std::string>& workers = placement.rank_workers;
-  // A preempted generation's ranks used its keys until they stopped.
-  if (job.generation() > 0) rendezvous_.EndGeneration(job.id(), job.generation());
-  job.set_generation(job.generation() + 1);
-  job.clear_ranks();
-  job.clear_pending_reason();
-  job.clear_progress();
-  job.clear_stragglers();
-  job.set_world_size(static_cast<int>(workers.size()));
-  *job.mutable_resume_from() = ResumePointLocked(job);
-  std::map<std::string, v1::CoordinatorMessage> per_worker;
-  std::map<std::string, int> local_counts;
-  for (const auto& w : workers) ++local_counts[w];
-  std::map<std::string, int> local_next;
-  for (size_t r = 0; r < workers.size(); ++r) {
-    const std::string& name = workers[r];
-    const auto* worker = registry_.Find(name);
-    v1::RankInfo* info = job.add_ranks();
-    info->set_rank(static_cast<int>(r));
-    info->set_worker(name);
-    info->set_host(worker->info.collective_host());
-    info->set_state(v1::RANK_STATE_ASSIGNED);
-    const bool gpu_slot = r < placement.on_gpu_slot.size() && placement.on_gpu_slot[r];
-    info->set_gpu_slot(gpu_slot);
-    info->set_gpu(placement.gpu);
-    registry_.Occupy(name, {job.id(), job.generation(), static_cast<int>(r)},
-                     gpu_slot);
-    v1::RankAssignment* a =
-        per_worker[name].mutable_assign()->add_ranks();
-    a->set_job_id(job.id());
-    a->set_generation(job.generation());
-    a->set_rank(static_cast<int>(r));
-    a->set_world_size(static_cast<int>(workers.size()));
-    a->set_local_rank(local_next[name]++);
-    a->set_local_world_size(local_counts[name]);
-    a->set_gpu(placement.gpu);
-    *a->mutable_resume() = job.resume_from();
-  }
-  std::string reason = absl::StrCat(DescribePlacement(workers), " (generation ",
-                                    job.generation(), ")");
-  if (!job.resume_from().path().empty()) {
-    absl::StrAppend(&reason, ", resuming from the checkpoint of ",
-                    job.resume_from().job_id(), " at step ",
-                    job.resume_from().step());
-  }
-  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
-  rendezvous_.ExpectWorld({job.id(), job.generation()}, job.world_size());
-  for (auto& [name, message] : per_worker) {
-    *message.mutable_assign()->mutable_spec() = job.spec();  // once per worker
-    outbox->push_back({registry_.Find(name)->link, std::move(message)});
-  }
-}
-
-void JobManager::StopRanksLocked(const v1::Job& job, const std::string& reason,
-                                 Outbox* outbox, int64_t checkpoint_grace_ms) {
-  std::set<std::string> notified;
-  for (const v1::RankInfo& rank : job.ranks()) {
-    if (notified.count(rank.worker())) continue;
-    const auto* worker = registry_.Find(rank.worker());
-    if (worker == nullptr) continue;
-    notified.insert(rank.worker());
-    v1::CoordinatorMessage message;
-    message.mutable_cancel()->set_job_id(job.id());
-    message.mutable_cancel()->set_generation(job.generation());
-    message.mutable_cancel()->set_reason(reason);
-    if (checkpoint_grace_ms >= 0) {
-      message.mutable_cancel()->set_checkpoint_first(true);
-      message.mutable_cancel()->set_grace_ms(checkpoint_grace_ms);
-    }
-    outbox->push_back({worker->link, std::move(message)});
-  }
-}
-
-void JobManager::EndJobLocked(v1::Job& job, v1::JobState to,
-                              const std::string& reason, Outbox* outbox) {
-  const v1::JobState from = job.state();
-  TransitionLocked(job, to, reason);
-  reattach_deadline_ms_.erase(job.id());
-  if (from != v1::JOB_STATE_RUNNING) {
-    queue_.erase(std::find(queue_.begin(), queue_.end(), job.id()));
-  }
-  // A restarting job's last generation may still be stopping.
-  if (from != v1::JOB_STATE_QUEUED) StopRanksLocked(job, reason, outbox);
-  if (from != v1::JOB_STATE_RUNNING) ScheduleLocked(outbox);  // room behind it
-  rendezvous_.DropJob(job.id());
-  trained_generation_.erase(job.id());
-  in_place_generation_.erase(job.id());
-  in_place_newcomers_.erase(job.id());
-  log_limiter_.Forget(job.id());
-  metric_limiter_.Forget(job.id());
-}
-
-absl::Status JobManager::CheckRankOwnerLocked(const std::string& worker,
-                                              const std::string& job_id,
-                                              int generation, int rank) const {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || !registry_.Holds(worker, {job_id, generation, rank})) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker ", worker, " does not run rank ", rank, " of job ",
-                     job_id, " generation ", generation));
-  }
-  if (rank < 0 || rank >= it->second.ranks_size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", rank, " out of range for job ", job_id));
+absl::Status JobManager::Delete(const std::string& job_id) {
+  Turn turn(*this);
+  RETURN_IF_ERROR(turn.core().Delete(job_id));
+  if (absl::Status s = turn.Finish(); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "job ", job_id,
+        " is forgotten, but its record could not be removed "
+        "from the state database yet (retried with the next change): ",
+        s.message()));
   }
   return absl::OkStatus();
 }
 
-void JobManager::Deliver(const Outbox& outbox) {
-  for (const Outgoing& out : outbox) {
-    if (!out.link->Send(out.message)) {
-      TLOG_WARNING << "could not send to an agent whose stream is closing";
-    }
-  }
+void JobManager::SetRetention(const Retention& retention) {
+  Turn turn(*this);
+  turn.core().SetRetention(retention);
+}
+
+void JobManager::SetSchedulingConfig(SchedulingConfig config) {
+  Turn turn(*this);
+  turn.core().SetSchedulingConfig(std::move(config));
+}
+
+v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return core_.Queue(viewer, clock_.NowUnixMs());
+}
+
+absl::StatusOr<v1::Job> JobManager::SetPriority(const std::string& job_id,
+                                                const std::string& priority,
+                                                PriorityLimit limit,
+                                                const std::string& by) {
+  Turn turn(*this);
+  return turn.core().SetPriority(job_id, priority, limit, by);
+}
+
+std::vector<v1::WorkerInfo> JobManager::Workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return core_.Workers();
+}
+
+absl::StatusOr<std::vector<v1::Checkpoint>> JobManager::Checkpoints(
+    const std::string& job_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return core_.Checkpoints(job_id);
+}
+
+absl::Status JobManager::RegisterWorker(const v1::RegisterRequest& info,
+                                        std::shared_ptr<AgentLink> link) {
+  Turn turn(*this);
+  return turn.core().RegisterWorker(info, std::move(link));
+}
+
+void JobManager::WorkerDisconnected(const std::string& worker,
+                                    const AgentLink* link) {
+  Turn turn(*this);
+  turn.core().WorkerDisconnected(worker, link);
+}
+
+void JobManager::Heartbeat(const std::string& worker) {
+  Turn turn(*this);
+  turn.core().Heartbeat(worker);
+}
+
+void JobManager::OnProgress(const std::string& worker,
+                            const v1::Heartbeat& beat) {
+  Turn turn(*this);
+  turn.core().OnProgress(worker, beat);
+}
+
+absl::Status JobManager::OnRankCheckpoint(
+    const std::string& worker, const v1::RankCheckpoint& checkpoint) {
+  Turn turn(*this);
+  return turn.core().OnRankCheckpoint(worker, checkpoint);
+}
+
+absl::Status JobManager::OnRankStatus(const std::string& worker,
+                                      const v1::RankStatus& status) {
+  Turn turn(*this);
+  return turn.core().OnRankStatus(worker, status);
+}
+
+absl::Status JobManager::OnRankMetrics(const std::string& worker,
+                                       const v1::RankMetrics& metrics) {
+  Turn turn(*this);
+  return turn.core().OnRankMetrics(worker, metrics);
+}
+
+absl::Status JobManager::OnRankLog(const std::string& worker,
+                                   const v1::RankLog& log) {
+  Turn turn(*this);
+  return turn.core().OnRankLog(worker, log);
+}
+
+void JobManager::CheckLeases() {
+  Turn turn(*this);
+  turn.core().CheckLeases();
 }
 
 }  // namespace trainctl::coordinator

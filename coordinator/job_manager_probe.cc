@@ -46,29 +46,25 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRunOnWorker(
       });
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::vector<WorkerSlots> workers = registry_.FreeSlots();
+    const WorkerRegistry::Worker* pick = core_.RoomiestWorker();
     if (data_shipped) {
       // A worker gets them only as a rank of the job (Rendezvous.FetchFile).
       result = ProbeError(
           "the data files are shipped with the job (relative paths): the ranks "
           "count their samples when they start");
-    } else if (workers.empty()) {
+    } else if (pick == nullptr) {
       result = ProbeError("no worker is connected to check the data");
     } else if (probes_.size() >= kMaxPendingProbes) {
-      result = ProbeError(absl::StrCat(
-          kMaxPendingProbes, " dry runs are already waiting for a worker; "
-          "try again in a few seconds"));
+      result =
+          ProbeError(absl::StrCat(kMaxPendingProbes,
+                                  " dry runs are already waiting for a worker; "
+                                  "try again in a few seconds"));
     } else {
-      // The roomiest worker: where a job would most likely start.
-      const WorkerSlots* pick = &workers.front();
-      for (const WorkerSlots& w : workers) {
-        if (w.free_slots > pick->free_slots) pick = &w;
-      }
       id = absl::StrCat("probe-", next_probe_++);
       PendingProbe& pending = probes_[id];
-      pending.worker = pick->name;
+      pending.worker = pick->info.name();
       answer = pending.done.get_future();
-      link = registry_.Find(pick->name)->link;
+      link = pick->link;
     }
   }
   if (link != nullptr) {

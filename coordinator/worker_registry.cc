@@ -19,7 +19,8 @@ absl::Status CheckSlots(const char* field, int64_t slots) {
 }
 
 absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
-                                      std::shared_ptr<AgentLink> link) {
+                                      std::shared_ptr<AgentLink> link,
+                                      int64_t now_unix_ms) {
   if (info.name().empty()) {
     return absl::InvalidArgumentError("register.name: must not be empty");
   }
@@ -64,7 +65,7 @@ absl::Status WorkerRegistry::Register(const v1::RegisterRequest& info,
   Worker& w = workers_[info.name()];
   w.info = info;
   w.link = std::move(link);
-  w.last_heartbeat_ms = clock_.NowUnixMs();
+  w.last_heartbeat_ms = now_unix_ms;
   return absl::OkStatus();
 }
 
@@ -78,14 +79,13 @@ std::set<WorkerRegistry::RankKey> WorkerRegistry::Remove(
   return ranks;
 }
 
-void WorkerRegistry::Heartbeat(const std::string& name) {
+void WorkerRegistry::Heartbeat(const std::string& name, int64_t now_unix_ms) {
   auto it = workers_.find(name);
-  if (it != workers_.end()) it->second.last_heartbeat_ms = clock_.NowUnixMs();
+  if (it != workers_.end()) it->second.last_heartbeat_ms = now_unix_ms;
 }
 
-std::vector<std::string> WorkerRegistry::Expired() const {
+std::vector<std::string> WorkerRegistry::Expired(int64_t now) const {
   std::vector<std::string> out;
-  const int64_t now = clock_.NowUnixMs();
   for (const auto& [name, w] : workers_) {
     if (now - w.last_heartbeat_ms > lease_ms_) out.push_back(name);
   }

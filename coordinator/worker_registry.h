@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/clock.h"
 #include "coordinator/agent_link.h"
 #include "coordinator/scheduler.h"
 #include "trainctl/v1/jobs.pb.h"
@@ -27,8 +26,8 @@ absl::Status CheckSlots(const char* field, int64_t slots);
 
 
 // Which agents are connected, what slots they have, which ranks occupy them,
-// and whether their lease is still fresh. Not thread-safe: JobManager owns it
-// and calls it under its own lock.
+// and whether their lease is still fresh, on the times its caller gives.
+// Not thread-safe: JobCore owns it.
 class WorkerRegistry {
  public:
   // Identifies one rank of one job generation occupying a slot.
@@ -51,20 +50,19 @@ class WorkerRegistry {
     std::set<RankKey> on_gpu_slots;  // those of `ranks` in a slot with a GPU
   };
 
-  WorkerRegistry(const Clock& clock, int64_t lease_ms)
-      : clock_(clock), lease_ms_(lease_ms) {}
+  explicit WorkerRegistry(int64_t lease_ms) : lease_ms_(lease_ms) {}
 
   // ALREADY_EXISTS when a live agent holds the name; INVALID_ARGUMENT on an
   // empty name, a name or collective host that is too long or holds control
   // characters, a slot count out of range, or more GPU slots than slots.
   absl::Status Register(const v1::RegisterRequest& info,
-                        std::shared_ptr<AgentLink> link);
+                        std::shared_ptr<AgentLink> link, int64_t now_unix_ms);
   // Removes the worker if `link` is still its link (a stale stream closing
   // after a reconnect must not remove the new one). Returns the ranks it held.
   std::set<RankKey> Remove(const std::string& name, const AgentLink* link);
-  void Heartbeat(const std::string& name);
-  // Workers whose lease ran out; the caller removes them.
-  std::vector<std::string> Expired() const;
+  void Heartbeat(const std::string& name, int64_t now_unix_ms);
+  // Workers whose lease ran out by `now`; the caller removes them.
+  std::vector<std::string> Expired(int64_t now) const;
 
   // `gpu_slot`: the rank takes one of the worker's slots that have a GPU.
   void Occupy(const std::string& name, const RankKey& key, bool gpu_slot);
@@ -76,7 +74,6 @@ class WorkerRegistry {
   std::vector<v1::WorkerInfo> Describe() const;
 
  private:
-  const Clock& clock_;
   const int64_t lease_ms_;
   std::map<std::string, Worker> workers_;
 };

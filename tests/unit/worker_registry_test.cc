@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 
-#include "common/clock.h"
 #include "tests/unit/job_manager_fixture.h"
 
 namespace trainctl::coordinator {
@@ -29,10 +28,9 @@ v1::RegisterRequest Registration(const std::string& name,
 class WorkerRegistryTest : public ::testing::Test {
  protected:
   absl::Status Register(const v1::RegisterRequest& reg) {
-    return registry_.Register(reg, std::make_shared<FakeAgentLink>());
+    return registry_.Register(reg, std::make_shared<FakeAgentLink>(), 1'000);
   }
-  FakeClock clock_;
-  WorkerRegistry registry_{clock_, 10'000};
+  WorkerRegistry registry_{10'000};
 };
 
 TEST_F(WorkerRegistryTest, ANameOrHostWithControlCharactersIsRefused) {
@@ -64,6 +62,16 @@ TEST_F(WorkerRegistryTest, ALongNameIsRefused) {
               HasSubstr("register.name: is 256 bytes; at most 255"));
   EXPECT_TRUE(
       Register(Registration(std::string(kMaxWorkerStringBytes, 'n'), "h")).ok());
+}
+
+TEST_F(WorkerRegistryTest, ALeaseRunsOutOnTheTimesTheCallerGives) {
+  ASSERT_TRUE(Register(Registration("node-a", "10.0.0.1")).ok());
+  ASSERT_TRUE(Register(Registration("node-b", "10.0.0.2")).ok());
+  registry_.Heartbeat("node-b", 6'000);  // registered at 1 s
+  EXPECT_TRUE(registry_.Expired(11'000).empty());  // exactly the lease
+  EXPECT_EQ(registry_.Expired(11'001), std::vector<std::string>{"node-a"});
+  EXPECT_EQ(registry_.Expired(16'001),
+            (std::vector<std::string>{"node-a", "node-b"}));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // fault_tolerance.spares: free slots held for a running job's replacement
 // ranks. The scheduling pass decides which slots each job holds
-// (scheduler.h, "Spares"); here the JobManager keeps its answer, shows it
+// (scheduler.h, "Spares"); here the JobCore keeps its answer, shows it
 // on the job, and keeps other jobs' replacements and elastic growth off
 // slots held for someone else.
 
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/core/job_core.h"
 
 namespace trainctl::coordinator {
 namespace {
@@ -26,7 +26,7 @@ void TakeOne(std::vector<WorkerSlots>& slots, const std::string& worker) {
 
 }  // namespace
 
-int JobManager::SparesWantedLocked(const v1::Job& job) const {
+int JobCore::SparesWanted(const v1::Job& job) const {
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
   // On CUDA in-place recovery falls back to the restart: nothing to hold.
   if (!ft.in_place() || job.spec().training().device() == "cuda") return 0;
@@ -36,8 +36,8 @@ int JobManager::SparesWantedLocked(const v1::Job& job) const {
   return ft.spares();
 }
 
-std::vector<WorkerSlots> JobManager::SlotsLeftForLocked(const v1::Job& job,
-                                                        bool own_too) const {
+std::vector<WorkerSlots> JobCore::SlotsLeftFor(const v1::Job& job,
+                                               bool own_too) const {
   std::vector<WorkerSlots> slots = registry_.FreeSlots();
   const int priority = scheduling_.ValueOf(job.spec().priority());
   for (const auto& [id, workers] : held_spares_) {
@@ -52,13 +52,13 @@ std::vector<WorkerSlots> JobManager::SlotsLeftForLocked(const v1::Job& job,
   return slots;
 }
 
-void JobManager::RecordSparesLocked(
+void JobCore::RecordSpares(
     const std::map<std::string, std::vector<std::string>>& held) {
   std::set<std::string> ids;
   for (const auto& [id, workers] : held_spares_) ids.insert(id);
   for (const auto& [id, workers] : held) ids.insert(id);
   for (const std::string& id : ids) {
-    v1::Job* job = FindLocked(id);
+    v1::Job* job = Find(id);
     if (job == nullptr) continue;
     auto it = held.find(id);
     const std::vector<std::string> now =
@@ -69,18 +69,21 @@ void JobManager::RecordSparesLocked(
     }
     job->clear_spare_workers();
     for (const std::string& worker : now) job->add_spare_workers(worker);
-    MarkDirtyLocked(id);
+    MarkDirty(id);
     if (job->state() != v1::JOB_STATE_RUNNING) continue;
     const int wanted = job->spec().fault_tolerance().spares();
-    RecordNoteLocked(
+    RecordNote(
         *job, 0,
         now.empty()
-            ? absl::StrCat("[trainctl] scheduler: holds no spare slot of the ", wanted,
-                           " asked for (none free within its quotas); a lost rank is "
-                           "replaced on a free slot if there is one")
-            : absl::StrCat("[trainctl] scheduler: holds ", now.size(), " of ", wanted,
-                           " spare slot", wanted == 1 ? "" : "s", " for its replacement "
-                           "ranks, on ", absl::StrJoin(now, ", ")));
+            ? absl::StrCat(
+                  "[trainctl] scheduler: holds no spare slot of the ", wanted,
+                  " asked for (none free within its quotas); a lost rank is "
+                  "replaced on a free slot if there is one")
+            : absl::StrCat("[trainctl] scheduler: holds ", now.size(), " of ",
+                           wanted, " spare slot", wanted == 1 ? "" : "s",
+                           " for its replacement "
+                           "ranks, on ",
+                           absl::StrJoin(now, ", ")));
   }
   held_spares_ = held;
 }

@@ -1,4 +1,4 @@
-// JobManager's in-place recovery (fault_tolerance.in_place): when a rank is
+// JobCore's in-place recovery (fault_tolerance.in_place): when a rank is
 // lost, the surviving rank processes keep their model and optimizer state
 // in memory and go on as the next generation, on fewer ranks, instead of
 // every process being killed and the job reloading its last checkpoint.
@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/vocabulary.h"
+#include "coordinator/core/job_core.h"
 #include "coordinator/free_slots.h"
-#include "coordinator/job_manager.h"
 
 namespace trainctl::coordinator {
 
@@ -24,7 +24,7 @@ int InPlaceWorldSize(int survivors, int min_workers, int64_t global_batch) {
   return 0;
 }
 
-bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* outbox) {
+bool JobCore::RecoverInPlace(v1::Job& job, std::string& why, Outbox* outbox) {
   const v1::FaultToleranceSpec& ft = job.spec().fault_tolerance();
   if (!ft.in_place() || job.state() != v1::JOB_STATE_RUNNING ||
       job.restarts() >= ft.max_restarts()) {
@@ -45,18 +45,23 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   // regroup, maybe waiting for the group that now cannot form); its
   // replacements hold none yet, so they are replaced again.
   auto formed = in_place_generation_.find(job.id());
-  const bool forming = !all_past_start && formed != in_place_generation_.end() &&
+  const bool forming = !all_past_start &&
+                       formed != in_place_generation_.end() &&
                        formed->second == from;
-  const std::set<int> no_state = forming ? in_place_newcomers_[job.id()] : std::set<int>();
+  const std::set<int> no_state =
+      forming ? in_place_newcomers_[job.id()] : std::set<int>();
   std::vector<int> survivors;
   std::vector<int> stateless;  // replacements that had not joined yet
   for (const v1::RankInfo& rank : job.ranks()) {
-    if (rank.state() == v1::RANK_STATE_EXITED || rank.state() == v1::RANK_STATE_LOST) {
+    if (rank.state() == v1::RANK_STATE_EXITED ||
+        rank.state() == v1::RANK_STATE_LOST) {
       continue;
     }
-    if (rank.gpu()) return cannot("it trains on CUDA (NCCL cannot be rebuilt in place yet)");
+    if (rank.gpu())
+      return cannot("it trains on CUDA (NCCL cannot be rebuilt in place yet)");
     if (!registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
-      return cannot(absl::StrCat("rank ", rank.rank(), " has not joined its group"));
+      return cannot(
+          absl::StrCat("rank ", rank.rank(), " has not joined its group"));
     }
     if (no_state.count(rank.rank())) {
       stateless.push_back(rank.rank());
@@ -67,7 +72,8 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
       continue;
     }
     if (rank.state() != v1::RANK_STATE_RUNNING || !rank.joined()) {
-      return cannot(absl::StrCat("rank ", rank.rank(), " has not joined its group"));
+      return cannot(
+          absl::StrCat("rank ", rank.rank(), " has not joined its group"));
     }
     // Past its start (the generation logged a step, or the rank's progress
     // says so): a rank still loading or forming the first group holds no
@@ -76,21 +82,22 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
     const auto progress = std::find_if(
         job.progress().begin(), job.progress().end(),
         [&](const v1::RankProgress& p) { return p.rank() == rank.rank(); });
-    if (!all_past_start && (progress == job.progress().end() ||
-                            progress->phase().empty() ||
-                            ParseRankPhase(progress->phase()) == RankPhase::kStarting)) {
+    if (!all_past_start &&
+        (progress == job.progress().end() || progress->phase().empty() ||
+         ParseRankPhase(progress->phase()) == RankPhase::kStarting)) {
       return cannot(absl::StrCat("rank ", rank.rank(), " is still starting"));
     }
     survivors.push_back(rank.rank());
   }
-  if (survivors.empty()) return cannot("no rank that holds the training state is left");
+  if (survivors.empty())
+    return cannot("no rank that holds the training state is left");
   const int world_before = job.world_size();
-  Placement spares = ReplacementSlotsLocked(
+  Placement spares = ReplacementSlots(
       job, world_before - static_cast<int>(survivors.size()), stateless,
       /*use_spares=*/true);
   const int world = InPlaceWorldSize(
-      static_cast<int>(survivors.size() + spares.rank_workers.size()), ft.min_workers(),
-      job.spec().training().batch_size());
+      static_cast<int>(survivors.size() + spares.rank_workers.size()),
+      ft.min_workers(), job.spec().training().batch_size());
   if (world == 0) {
     return cannot(absl::StrCat("no number of the ", survivors.size(),
                                " ranks left that is at least min_workers (",
@@ -103,31 +110,36 @@ bool JobManager::RecoverInPlaceLocked(v1::Job& job, std::string& why, Outbox* ou
   spares.rank_workers.resize(replacing);
   spares.on_gpu_slot.resize(replacing);
 
-  const int to = FormInPlaceLocked(job, survivors, stateless, spares, world,
-                                   /*at_step_boundary=*/false, outbox);
+  const int to = FormInPlace(job, survivors, stateless, spares, world,
+                             /*at_step_boundary=*/false, outbox);
   job.set_restarts(job.restarts() + 1);
-  std::string reason = absl::StrCat(why, "; recovered in place: generation ", to,
-                                    " goes on with ", world, " of ", world_before, " ranks");
+  std::string reason =
+      absl::StrCat(why, "; recovered in place: generation ", to,
+                   " goes on with ", world, " of ", world_before, " ranks");
   if (replacing == 0) {
     absl::StrAppend(&reason, " from their state in memory");
   } else {
-    absl::StrAppend(&reason, ": ", world - replacing, " from their "
-                    "state in memory, ", replacing, " new on ",
-                    absl::StrJoin(spares.rank_workers, ", "),
-                    " that receive", replacing == 1 ? "s" : "", " it over the collective");
+    absl::StrAppend(&reason, ": ", world - replacing,
+                    " from their "
+                    "state in memory, ",
+                    replacing, " new on ",
+                    absl::StrJoin(spares.rank_workers, ", "), " that receive",
+                    replacing == 1 ? "s" : "", " it over the collective");
   }
-  absl::StrAppend(&reason, " (recovery ", job.restarts(), " of ", ft.max_restarts(), ")");
+  absl::StrAppend(&reason, " (recovery ", job.restarts(), " of ",
+                  ft.max_restarts(), ")");
   const int64_t started = job.started_unix_ms();
-  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
+  Transition(job, v1::JOB_STATE_RUNNING, reason);
   job.set_started_unix_ms(started);  // the ETA counts from the job's start
-  RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
+  RecordNote(job, 0, absl::StrCat("[trainctl] ", reason));
   return true;
 }
 
-int JobManager::FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivors,
-                                  const std::vector<int>& stateless, const Placement& spares,
-                                  int world, bool at_step_boundary, Outbox* outbox) {
-  ChargeJobLocked(job, clock_.NowUnixMs());  // the old world size up to now
+int JobCore::FormInPlace(v1::Job& job, const std::vector<int>& survivors,
+                         const std::vector<int>& stateless,
+                         const Placement& spares, int world,
+                         bool at_step_boundary, Outbox* outbox) {
+  ChargeJob(job, now_);  // the old world size up to now
   const int from = job.generation();
   const int to = from + 1;
   const int replacing = static_cast<int>(spares.rank_workers.size());
@@ -144,8 +156,9 @@ int JobManager::FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivor
       v1::CoordinatorMessage& cancel = cancels[old.worker()];
       cancel.mutable_cancel()->set_job_id(job.id());
       cancel.mutable_cancel()->set_generation(from);
-      cancel.mutable_cancel()->set_reason(absl::StrCat(
-          "regrouped in place on ", world, " ranks (the global batch must divide)"));
+      cancel.mutable_cancel()->set_reason(
+          absl::StrCat("regrouped in place on ", world,
+                       " ranks (the global batch must divide)"));
       continue;
     }
     const int rank = static_cast<int>(i);
@@ -174,9 +187,10 @@ int JobManager::FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivor
     v1::CoordinatorMessage& cancel = cancels[job.ranks(r).worker()];
     cancel.mutable_cancel()->set_job_id(job.id());
     cancel.mutable_cancel()->set_generation(from);
-    cancel.mutable_cancel()->set_reason(absl::StrCat(
-        "generation ", from, " lost a rank while it formed; a new replacement takes "
-        "the place of this one, which had no state yet"));
+    cancel.mutable_cancel()->set_reason(
+        absl::StrCat("generation ", from,
+                     " lost a rank while it formed; a new replacement takes "
+                     "the place of this one, which had no state yet"));
   }
   std::set<int>& newcomers = in_place_newcomers_[job.id()];
   newcomers.clear();
@@ -214,31 +228,36 @@ int JobManager::FormInPlaceLocked(v1::Job& job, const std::vector<int>& survivor
   reattach_deadline_ms_.erase(job.id());
   // The places before the old scope closes: a survivor waiting for its
   // place must not read the close as "no place".
-  rendezvous_.PostRegroup({job.id(), from}, std::move(places));
-  rendezvous_.EndGeneration(job.id(), from);
-  rendezvous_.ExpectWorld({job.id(), to}, world);
+  effects_.changes.push_back(RegroupPosted{job.id(), from, std::move(places)});
+  effects_.changes.push_back(GenerationsEnded{job.id(), from});
+  effects_.changes.push_back(GenerationStarted{job.id(), to, world});
   // Renumbered before any cancel of the old generation reaches the same
   // agent (one stream, in order), so a cancel stops only the left-out.
   for (auto& [worker, message] : regroups) {
-    outbox->push_back({registry_.Find(worker)->link, std::move(message)});
+    outbox->push_back(
+        {registry_.Find(worker)->link, worker, std::move(message)});
   }
   for (auto& [worker, message] : cancels) {
-    if (const auto* w = registry_.Find(worker)) outbox->push_back({w->link, std::move(message)});
+    if (const auto* w = registry_.Find(worker))
+      outbox->push_back({w->link, worker, std::move(message)});
   }
   for (auto& [worker, message] : assigns) {
     *message.mutable_assign()->mutable_spec() = job.spec();
-    outbox->push_back({registry_.Find(worker)->link, std::move(message)});
+    outbox->push_back(
+        {registry_.Find(worker)->link, worker, std::move(message)});
   }
   return to;
 }
 
-bool JobManager::GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox) {
+bool JobCore::GrowInPlace(v1::Job& job, int grown, Outbox* outbox) {
   const int from = job.generation();
   auto trained = trained_generation_.find(job.id());
-  if (trained == trained_generation_.end() || trained->second != from) return false;
+  if (trained == trained_generation_.end() || trained->second != from)
+    return false;
   std::vector<int> ranks;
   for (const v1::RankInfo& rank : job.ranks()) {
-    if (rank.gpu() || rank.state() != v1::RANK_STATE_RUNNING || !rank.joined() ||
+    if (rank.gpu() || rank.state() != v1::RANK_STATE_RUNNING ||
+        !rank.joined() ||
         !registry_.Holds(rank.worker(), {job.id(), from, rank.rank()})) {
       return false;
     }
@@ -246,29 +265,33 @@ bool JobManager::GrowInPlaceLocked(v1::Job& job, int grown, Outbox* outbox) {
   }
   const int world_before = job.world_size();
   Placement newcomers =
-      ReplacementSlotsLocked(job, grown - world_before, {}, /*use_spares=*/false);
-  if (static_cast<int>(newcomers.rank_workers.size()) != grown - world_before) return false;
-  const int to = FormInPlaceLocked(job, ranks, {}, newcomers, grown,
-                                   /*at_step_boundary=*/true, outbox);
-  const std::string reason = absl::StrCat(
-      "growing from ", world_before, " to ", grown, " ranks in place (elastic): ",
-      grown - world_before, " new on ", absl::StrJoin(newcomers.rank_workers, ", "),
-      " that receive", grown - world_before == 1 ? "s" : "", " the state over the "
-      "collective at the next step boundary (generation ", to, ")");
+      ReplacementSlots(job, grown - world_before, {}, /*use_spares=*/false);
+  if (static_cast<int>(newcomers.rank_workers.size()) != grown - world_before)
+    return false;
+  const int to = FormInPlace(job, ranks, {}, newcomers, grown,
+                             /*at_step_boundary=*/true, outbox);
+  const std::string reason =
+      absl::StrCat("growing from ", world_before, " to ", grown,
+                   " ranks in place (elastic): ", grown - world_before,
+                   " new on ", absl::StrJoin(newcomers.rank_workers, ", "),
+                   " that receive", grown - world_before == 1 ? "s" : "",
+                   " the state over the "
+                   "collective at the next step boundary (generation ",
+                   to, ")");
   const int64_t started = job.started_unix_ms();
-  TransitionLocked(job, v1::JOB_STATE_RUNNING, reason);
+  Transition(job, v1::JOB_STATE_RUNNING, reason);
   job.set_started_unix_ms(started);
-  RecordNoteLocked(job, 0, absl::StrCat("[trainctl] ", reason));
+  RecordNote(job, 0, absl::StrCat("[trainctl] ", reason));
   return true;
 }
 
-Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
-                                             const std::vector<int>& freeing,
-                                             bool use_spares) const {
+Placement JobCore::ReplacementSlots(const v1::Job& job, int wanted,
+                                    const std::vector<int>& freeing,
+                                    bool use_spares) const {
   Placement taken;
   taken.job_id = job.id();
   if (wanted <= 0) return taken;
-  std::vector<WorkerSlots> slots = SlotsLeftForLocked(job, /*own_too=*/!use_spares);
+  std::vector<WorkerSlots> slots = SlotsLeftFor(job, /*own_too=*/!use_spares);
   for (int r : freeing) {
     for (WorkerSlots& w : slots) {
       if (w.name != job.ranks(r).worker()) continue;
@@ -283,7 +306,8 @@ Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
       if (static_cast<int>(taken.rank_workers.size()) == wanted) break;
       for (WorkerSlots& w : slots) {
         if (w.name != worker || w.free_slots == 0) continue;
-        const bool gpu_slot = w.free_slots <= w.free_gpu_slots;  // slots without a GPU first
+        const bool gpu_slot =
+            w.free_slots <= w.free_gpu_slots;  // slots without a GPU first
         --w.free_slots;
         if (gpu_slot) --w.free_gpu_slots;
         taken.rank_workers.push_back(worker);
@@ -293,9 +317,10 @@ Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
     }
   }
   const int more = wanted - static_cast<int>(taken.rank_workers.size());
-  if (more == 0 || HigherPriorityWaitsLocked(job)) return taken;
+  if (more == 0 || HigherPriorityWaits(job)) return taken;
   const FreeSlots free(slots);
-  const Placement rest = free.Plan(job.id(), std::min(more, free.free()), /*gpu=*/false);
+  const Placement rest =
+      free.Plan(job.id(), std::min(more, free.free()), /*gpu=*/false);
   taken.rank_workers.insert(taken.rank_workers.end(), rest.rank_workers.begin(),
                             rest.rank_workers.end());
   taken.on_gpu_slot.insert(taken.on_gpu_slot.end(), rest.on_gpu_slot.begin(),
@@ -303,16 +328,16 @@ Placement JobManager::ReplacementSlotsLocked(const v1::Job& job, int wanted,
   return taken;
 }
 
-bool JobManager::HigherPriorityWaitsLocked(const v1::Job& job) const {
+bool JobCore::HigherPriorityWaits(const v1::Job& job) const {
   const int priority = scheduling_.ValueOf(job.spec().priority());
   for (const std::string& id : queue_) {
     // One that can never fit, or is held by its quota, wants no slot now.
     const auto kind = wait_kinds_.find(id);
-    if (kind != wait_kinds_.end() &&
-        (kind->second == WaitKind::kNeverFits || kind->second == WaitKind::kQuota)) {
+    if (kind != wait_kinds_.end() && (kind->second == WaitKind::kNeverFits ||
+                                      kind->second == WaitKind::kQuota)) {
       continue;
     }
-    if (PendingLocked(jobs_.at(id)).priority > priority) return true;
+    if (PendingOf(jobs_.at(id)).priority > priority) return true;
   }
   return false;
 }

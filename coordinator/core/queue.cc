@@ -1,4 +1,4 @@
-// JobManager's side of sharing the cluster: the scheduling policy it runs
+// JobCore's side of sharing the cluster: the scheduling policy it runs
 // under, the users' fair-share usage, the policy's input on each pass, and
 // what each pass decided (the queue view, the decisions in the job's log).
 
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/core/job_core.h"
 #include "coordinator/job_state.h"
 
 namespace trainctl::coordinator {
@@ -14,24 +14,31 @@ namespace {
 
 const char* WaitKindWords(WaitKind kind) {
   switch (kind) {
-    case WaitKind::kNoWorkers: return "no workers";
-    case WaitKind::kNeverFits: return "cluster too small";
-    case WaitKind::kQuota: return "quota";
-    case WaitKind::kNotReady: return "own ranks stopping";
-    case WaitKind::kReserved: return "next to start";
-    case WaitKind::kBehind: return "behind another job";
-    case WaitKind::kStoppingJobs: return "slots of stopping jobs";
-    case WaitKind::kPreempting: return "preempting";
+    case WaitKind::kNoWorkers:
+      return "no workers";
+    case WaitKind::kNeverFits:
+      return "cluster too small";
+    case WaitKind::kQuota:
+      return "quota";
+    case WaitKind::kNotReady:
+      return "own ranks stopping";
+    case WaitKind::kReserved:
+      return "next to start";
+    case WaitKind::kBehind:
+      return "behind another job";
+    case WaitKind::kStoppingJobs:
+      return "slots of stopping jobs";
+    case WaitKind::kPreempting:
+      return "preempting";
   }
   return "waiting";
 }
 
 }  // namespace
 
-void JobManager::SetSchedulingConfig(SchedulingConfig config) {
-  Turn turn(*this);
-  const int64_t now = clock_.NowUnixMs();
-  ChargeUsageLocked(now);  // at the old half-life up to now
+void JobCore::SetSchedulingConfig(SchedulingConfig config) {
+  const int64_t now = now_;
+  ChargeUsage(now);  // at the old half-life up to now
   usage_.SetHalfLife(config.half_life_hours, now);
   const SchedulingConfig old = std::move(scheduling_);
   scheduling_ = std::move(config);
@@ -51,19 +58,18 @@ void JobManager::SetSchedulingConfig(SchedulingConfig config) {
         scheduling_.FindClass(name) != nullptr) {
       continue;
     }
-    RecordNoteLocked(job, 0,
-                     absl::StrCat("[trainctl] scheduler: priority class '",
-                                  job.spec().priority(), "' is no longer in ",
-                                  scheduling_.origin, "; the job counts as '",
-                                  scheduling_.default_class, "'"));
+    RecordNote(job, 0,
+               absl::StrCat("[trainctl] scheduler: priority class '",
+                            job.spec().priority(), "' is no longer in ",
+                            scheduling_.origin, "; the job counts as '",
+                            scheduling_.default_class, "'"));
   }
-  ScheduleLocked(turn.outbox());
-  turn.Save();
+  SchedulePass(&effects_.messages);
+  Save();
 }
 
-absl::Status JobManager::ResolvePriority(v1::JobSpec* spec,
-                                         const std::string& owner) const {
-  std::lock_guard<std::mutex> lock(mu_);
+absl::Status JobCore::ResolvePriority(v1::JobSpec* spec,
+                                      const std::string& owner) const {
   absl::StatusOr<PriorityClass> resolved =
       scheduling_.Resolve(spec->priority(), owner);
   if (!resolved.ok()) return resolved.status();
@@ -71,12 +77,12 @@ absl::Status JobManager::ResolvePriority(v1::JobSpec* spec,
   return absl::OkStatus();
 }
 
-SchedulingInput JobManager::InputLocked(std::vector<PendingJob> pending) {
+SchedulingInput JobCore::SchedulingInputFor(std::vector<PendingJob> pending) {
   SchedulingInput input;
   input.pending = std::move(pending);
-  input.running = RunningLocked();
+  input.running = RunningJobs();
   input.workers = registry_.FreeSlots();
-  input.now_unix_ms = clock_.NowUnixMs();
+  input.now_unix_ms = now_;
   input.usage = usage_.At(input.now_unix_ms);
   input.user_quotas = scheduling_.user_quotas;
   input.group_quotas = scheduling_.group_quotas;
@@ -86,35 +92,35 @@ SchedulingInput JobManager::InputLocked(std::vector<PendingJob> pending) {
   return input;
 }
 
-int JobManager::SlotsHeldLocked(const v1::Job& job) const {
+int JobCore::SlotsHeld(const v1::Job& job) const {
   // Its spares are slots nobody else may use: they cost fair share too
   // (those the last pass held, which is what it held since the last charge).
   return job.world_size() + job.spare_workers_size();
 }
 
-void JobManager::ChargeJobLocked(const v1::Job& job, int64_t now) {
+void JobCore::ChargeJob(const v1::Job& job, int64_t now) {
   auto it = charged_until_ms_.find(job.id());
   if (it == charged_until_ms_.end()) return;
-  usage_.Charge(job.owner(), SlotsHeldLocked(job), it->second, now, now);
+  usage_.Charge(job.owner(), SlotsHeld(job), it->second, now, now);
   it->second = std::max(it->second, now);
 }
 
-void JobManager::ChargeUsageLocked(int64_t now) {
+void JobCore::ChargeUsage(int64_t now) {
   for (const auto& [id, since] : charged_until_ms_) {
     const v1::Job& job = jobs_.at(id);
-    usage_.Charge(job.owner(), SlotsHeldLocked(job), since, now, now);
+    usage_.Charge(job.owner(), SlotsHeld(job), since, now, now);
   }
   for (auto& [id, since] : charged_until_ms_) since = std::max(since, now);
 }
 
-void JobManager::RebuildUsageLocked() {
-  const int64_t now = clock_.NowUnixMs();
+void JobCore::RebuildUsage() {
+  const int64_t now = now_;
   for (const std::string& id : order_) {
     const v1::Job& job = jobs_.at(id);
     // Past generations' world sizes and spares are not kept: each counts
     // as the current ones (the spec's ranks for most jobs, and the spares
     // a running job held when it was last stored).
-    const int slots = std::max(SlotsHeldLocked(job), 1);
+    const int slots = std::max(SlotsHeld(job), 1);
     int64_t running_since = -1;
     for (const v1::Transition& t : job.transitions()) {
       if (running_since >= 0) {
@@ -130,7 +136,7 @@ void JobManager::RebuildUsageLocked() {
   }
 }
 
-void JobManager::RecordPassLocked(const ScheduleResult& result) {
+void JobCore::RecordPass(const ScheduleResult& result) {
   pass_order_ = result.order;
   estimated_start_ms_ = result.estimated_start_unix_ms;
   for (const auto& [id, why] : result.waiting) {
@@ -138,7 +144,7 @@ void JobManager::RecordPassLocked(const ScheduleResult& result) {
     const bool same_words = job.pending_reason() == why;
     if (!same_words) {
       job.set_pending_reason(why);
-      MarkDirtyLocked(id);
+      MarkDirty(id);
     }
     const WaitKind kind = result.wait_kinds.at(id);
     auto seen = wait_kinds_.find(id);
@@ -147,14 +153,14 @@ void JobManager::RecordPassLocked(const ScheduleResult& result) {
     // After a coordinator restart the kinds are not known, but a reason
     // that is word for word the stored one was already said.
     if (seen == wait_kinds_.end() && same_words) continue;
-    RecordNoteLocked(job, 0,
-                     absl::StrCat("[trainctl] scheduler: waits (",
-                                  WaitKindWords(kind), "): ", why));
+    RecordNote(job, 0,
+               absl::StrCat("[trainctl] scheduler: waits (",
+                            WaitKindWords(kind), "): ", why));
   }
   for (const Placement& placement : result.placements) {
     wait_kinds_.erase(placement.job_id);
     if (placement.backfilled || placement.borrowing) {
-      RecordNoteLocked(
+      RecordNote(
           jobs_.at(placement.job_id), 0,
           absl::StrCat("[trainctl] scheduler: starts",
                        placement.backfilled
@@ -168,16 +174,16 @@ void JobManager::RecordPassLocked(const ScheduleResult& result) {
   }
   // Jobs that left the queue otherwise (cancelled) need no kind kept.
   for (auto it = wait_kinds_.begin(); it != wait_kinds_.end();) {
-    it = result.waiting.count(it->first) ? std::next(it) : wait_kinds_.erase(it);
+    it =
+        result.waiting.count(it->first) ? std::next(it) : wait_kinds_.erase(it);
   }
 }
 
-absl::StatusOr<v1::Job> JobManager::SetPriority(const std::string& job_id,
-                                                const std::string& priority,
-                                                PriorityLimit limit,
-                                                const std::string& by) {
-  Turn turn(*this);
-  absl::StatusOr<v1::Job*> found = FindUnfinishedLocked(job_id);
+absl::StatusOr<v1::Job> JobCore::SetPriority(const std::string& job_id,
+                                             const std::string& priority,
+                                             PriorityLimit limit,
+                                             const std::string& by) {
+  absl::StatusOr<v1::Job*> found = FindUnfinished(job_id);
   if (!found.ok()) return found.status();
   v1::Job* job = *found;
   if (priority.empty()) {
@@ -194,21 +200,21 @@ absl::StatusOr<v1::Job> JobManager::SetPriority(const std::string& job_id,
                                  : job->spec().priority();
   if (before != resolved->name) {
     job->mutable_spec()->set_priority(resolved->name);
-    MarkDirtyLocked(job_id);
-    RecordNoteLocked(*job, 0,
-                     absl::StrCat("[trainctl] scheduler: priority changed "
-                                  "from '", before, "' to '", resolved->name,
-                                  "'", by.empty() ? "" : " by " + by));
-    ScheduleLocked(turn.outbox());
-    turn.Save();
+    MarkDirty(job_id);
+    RecordNote(*job, 0,
+               absl::StrCat("[trainctl] scheduler: priority changed "
+                            "from '",
+                            before, "' to '", resolved->name, "'",
+                            by.empty() ? "" : " by " + by));
+    SchedulePass(&effects_.messages);
+    Save();
   }
   return *job;
 }
 
-v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
-  std::lock_guard<std::mutex> lock(mu_);
+v1::GetQueueResponse JobCore::Queue(const std::string* viewer,
+                                    int64_t now) const {
   v1::GetQueueResponse response;
-  const int64_t now = clock_.NowUnixMs();
   // Usage decayed to now without charging (const): the running jobs'
   // slot time since the last pass is left for the next one.
   UsageLedger ledger = usage_;
@@ -221,7 +227,8 @@ v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
   std::map<std::string, int> in_use;
   for (const std::string& id : order_) {
     const v1::Job& job = jobs_.at(id);
-    if (job.state() == v1::JOB_STATE_RUNNING) in_use[job.owner()] += job.world_size();
+    if (job.state() == v1::JOB_STATE_RUNNING)
+      in_use[job.owner()] += job.world_size();
   }
   for (const std::string& id : pass_order_) {
     auto found = jobs_.find(id);
@@ -270,7 +277,8 @@ v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
   for (const auto& [user, slots] : in_use) users[user] = true;
   for (const auto& [user, hours] : usage) users[user] = true;
   for (const auto& [user, quota] : scheduling_.user_quotas) users[user] = true;
-  for (const auto& [user, name] : scheduling_.max_class_of_user) users[user] = true;
+  for (const auto& [user, name] : scheduling_.max_class_of_user)
+    users[user] = true;
   for (const auto& [user, unused] : users) {
     v1::UserStanding* standing = response.add_users();
     standing->set_user(user);
@@ -281,17 +289,20 @@ v1::GetQueueResponse JobManager::Queue(const std::string* viewer) const {
     if (quota == scheduling_.user_quotas.end() && user != "*") {
       quota = scheduling_.user_quotas.find("*");
     }
-    const Quota q = quota == scheduling_.user_quotas.end() ? Quota{} : quota->second;
+    const Quota q =
+        quota == scheduling_.user_quotas.end() ? Quota{} : quota->second;
     standing->set_slot_quota(q.slots);
     standing->set_gpu_quota(q.gpus);
     standing->set_borrow(q.borrow);
     auto group = scheduling_.group_of_user.find(user);
-    if (group != scheduling_.group_of_user.end()) standing->set_group(group->second);
+    if (group != scheduling_.group_of_user.end())
+      standing->set_group(group->second);
     auto max = scheduling_.max_class_of_user.find(user);
     if (max == scheduling_.max_class_of_user.end() && user != "*") {
       max = scheduling_.max_class_of_user.find("*");
     }
-    if (max != scheduling_.max_class_of_user.end()) standing->set_max_class(max->second);
+    if (max != scheduling_.max_class_of_user.end())
+      standing->set_max_class(max->second);
   }
   return response;
 }

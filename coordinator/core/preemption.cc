@@ -1,4 +1,4 @@
-// JobManager's side of preemption: a running job gives up its slots to a job
+// JobCore's side of preemption: a running job gives up its slots to a job
 // of a higher priority (or to one within its quota, when it borrowed them).
 // Its ranks are asked to checkpoint and stop (the agent's SIGUSR1; every
 // rank stops after the same step and rank 0 writes that step's checkpoint),
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rank_exit.h"
-#include "coordinator/job_manager.h"
+#include "coordinator/core/job_core.h"
 #include "coordinator/job_state.h"
 
 namespace trainctl::coordinator {
@@ -24,8 +24,8 @@ std::string Seconds(int64_t ms) {
 
 }  // namespace
 
-void JobManager::PreemptLocked(v1::Job& job, const std::string& why,
-                               int64_t grace_ms, Outbox* outbox) {
+void JobCore::Preempt(v1::Job& job, const std::string& why, int64_t grace_ms,
+                      Outbox* outbox) {
   if (job.state() != v1::JOB_STATE_RUNNING) return;
   job.set_preemptions(job.preemptions() + 1);
   reattach_deadline_ms_.erase(job.id());
@@ -33,47 +33,45 @@ void JobManager::PreemptLocked(v1::Job& job, const std::string& why,
   const std::string reason = absl::StrCat(
       why, "; its ranks checkpoint and stop (grace ", Seconds(grace_ms),
       "), then it resumes from that checkpoint when slots allow");
-  StopRanksLocked(job, reason, outbox, grace_ms);
-  TransitionLocked(job, v1::JOB_STATE_PREEMPTED, reason);
-  EnqueueLocked(job.id());
+  StopRanks(job, reason, outbox, grace_ms);
+  Transition(job, v1::JOB_STATE_PREEMPTED, reason);
+  Enqueue(job.id());
 }
 
-bool JobManager::OnStoppedRankLocked(v1::Job& job, const std::string& worker,
-                                     const v1::RankStatus& status,
-                                     Outbox* outbox) {
+bool JobCore::OnStoppedRank(v1::Job& job, const std::string& worker,
+                            const v1::RankStatus& status, Outbox* outbox) {
   if (status.generation() != job.generation()) return false;
   if (job.state() == v1::JOB_STATE_RUNNING &&
       status.exit_code() == kRankExitStopped) {
     // Someone signalled a rank by hand: its peers stop at the same step,
     // so the job is as good as preempted.
-    PreemptLocked(job,
-                  absl::StrCat("rank ", status.rank(), " on worker ", worker,
-                               " checkpointed and stopped on a request to its "
-                               "process (SIGUSR1), not from the scheduler"),
-                  scheduling_.GraceOf(job.spec().priority()), outbox);
+    Preempt(job,
+            absl::StrCat("rank ", status.rank(), " on worker ", worker,
+                         " checkpointed and stopped on a request to its "
+                         "process (SIGUSR1), not from the scheduler"),
+            scheduling_.GraceOf(job.spec().priority()), outbox);
     return true;
   }
   if (job.state() != v1::JOB_STATE_PREEMPTED) return false;
   // Ranks that were past their last step when asked finish normally.
-  const bool all_finished =
-      std::all_of(job.ranks().begin(), job.ranks().end(),
-                  [](const v1::RankInfo& r) {
-                    return r.state() == v1::RANK_STATE_EXITED &&
-                           r.exit_code() == 0;
-                  });
+  const bool all_finished = std::all_of(
+      job.ranks().begin(), job.ranks().end(), [](const v1::RankInfo& r) {
+        return r.state() == v1::RANK_STATE_EXITED && r.exit_code() == 0;
+      });
   if (all_finished) {
-    EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
-                 absl::StrCat("all ", job.ranks_size(),
-                              " ranks finished before the request to stop "
-                              "reached them"),
-                 outbox);
+    EndJob(job, v1::JOB_STATE_SUCCEEDED,
+           absl::StrCat("all ", job.ranks_size(),
+                        " ranks finished before the request to stop "
+                        "reached them"),
+           outbox);
   }
   return true;
 }
 
-void JobManager::ResumeStoppingLocked(const std::set<std::string>& jobs,
-                                      const std::shared_ptr<AgentLink>& link,
-                                      Outbox* outbox) {
+void JobCore::ResumeStopping(const std::set<std::string>& jobs,
+                             const std::string& worker,
+                             const std::shared_ptr<AgentLink>& link,
+                             Outbox* outbox) {
   for (const std::string& id : jobs) {
     const v1::Job& job = jobs_.at(id);
     v1::CoordinatorMessage m;
@@ -83,7 +81,7 @@ void JobManager::ResumeStoppingLocked(const std::set<std::string>& jobs,
     cancel->set_reason(job.reason());
     cancel->set_checkpoint_first(true);
     cancel->set_grace_ms(scheduling_.GraceOf(job.spec().priority()));
-    outbox->push_back({link, std::move(m)});
+    outbox->push_back({link, worker, std::move(m)});
   }
 }
 

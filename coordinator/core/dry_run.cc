@@ -1,4 +1,4 @@
-// JobManager's dry run: validates a spec and says what the coordinator
+// JobCore's dry run: validates a spec and says what the coordinator
 // would do with it now (where it would run or why it would wait, and the
 // shard plan), without creating, queueing or reserving anything. It opens
 // no data file: the sample counts come from a worker (dry_run_data.h).
@@ -9,8 +9,8 @@
 #include "common/memory_plan.h"
 #include "common/shard_plan.h"
 #include "common/spec.h"
+#include "coordinator/core/job_core.h"
 #include "coordinator/dry_run_data.h"
-#include "coordinator/job_manager.h"
 #include "coordinator/scheduler.h"
 
 namespace trainctl::coordinator {
@@ -56,10 +56,12 @@ void ApplyDataProbeResult(const v1::ProbeDataResult& result,
   job.set_total_steps(TotalStepsFromSamples(job.spec(), samples));
   // The data's sizes complete the memory plan (the spec's own win).
   PlanData data;
-  data.input_shape.assign(result.input_shape().begin(), result.input_shape().end());
+  data.input_shape.assign(result.input_shape().begin(),
+                          result.input_shape().end());
   data.num_classes = result.num_classes();
   data.vocab_size = result.vocab_size();
-  v1::MemoryPlan memory = PlanRankMemory(job.spec(), data, plan.per_rank_batch());
+  v1::MemoryPlan memory =
+      PlanRankMemory(job.spec(), data, plan.per_rank_batch());
   memory.set_available_bytes(plan.memory().available_bytes());
   memory.set_available_on(plan.memory().available_on());
   WarnIfOverAvailable(&memory);
@@ -68,7 +70,7 @@ void ApplyDataProbeResult(const v1::ProbeDataResult& result,
   if (job.reason().rfind(kStepsUnknown, 0) == 0) job.clear_reason();
 }
 
-void JobManager::SetAvailableMemoryLocked(bool gpu, v1::MemoryPlan* memory) const {
+void JobCore::SetAvailableMemory(bool gpu, v1::MemoryPlan* memory) const {
   for (const WorkerSlots& w : registry_.FreeSlots()) {
     const WorkerRegistry::Worker* worker = registry_.Find(w.name);
     if (worker == nullptr) continue;
@@ -82,10 +84,12 @@ void JobManager::SetAvailableMemoryLocked(bool gpu, v1::MemoryPlan* memory) cons
     } else {
       if (info.memory_bytes() <= 0 || info.slots() <= 0) continue;
       available = info.memory_bytes() / info.slots();
-      where = absl::StrCat("a slot of ", w.name, " (", FormatBytes(info.memory_bytes()),
-                           " over ", info.slots(), " slot", info.slots() == 1 ? "" : "s", ")");
+      where = absl::StrCat(
+          "a slot of ", w.name, " (", FormatBytes(info.memory_bytes()),
+          " over ", info.slots(), " slot", info.slots() == 1 ? "" : "s", ")");
     }
-    if (memory->available_bytes() == 0 || available < memory->available_bytes()) {
+    if (memory->available_bytes() == 0 ||
+        available < memory->available_bytes()) {
       memory->set_available_bytes(available);
       memory->set_available_on(where);
     }
@@ -93,17 +97,15 @@ void JobManager::SetAvailableMemoryLocked(bool gpu, v1::MemoryPlan* memory) cons
   WarnIfOverAvailable(memory);
 }
 
-absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
-    const std::string& spec_text, const std::string& resume_from,
+absl::StatusOr<v1::SubmitJobResponse> JobCore::DryRun(
+    v1::JobSpec spec, const std::string& resume_from,
     const std::string& owner) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
-  if (!spec.ok()) return spec.status();
-  if (absl::Status allowed = ResolvePriority(&*spec, owner); !allowed.ok()) {
+  if (absl::Status allowed = ResolvePriority(&spec, owner); !allowed.ok()) {
     return allowed;
   }
   v1::SubmitJobResponse response;
   v1::Job& job = *response.mutable_job();
-  *job.mutable_spec() = *std::move(spec);
+  *job.mutable_spec() = std::move(spec);
   if (!resume_from.empty()) {
     absl::StatusOr<v1::Checkpoint> from = FindCheckpoint(resume_from);
     if (!from.ok()) return from.status();
@@ -121,9 +123,9 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
     plan.set_per_rank_batch(t.batch_size() / job.spec().ranks());
   }
   plan.set_data_note(kDataNotCountedYet);
-  *plan.mutable_memory() = PlanRankMemory(job.spec(), PlanData{}, plan.per_rank_batch());
+  *plan.mutable_memory() =
+      PlanRankMemory(job.spec(), PlanData{}, plan.per_rank_batch());
 
-  std::lock_guard<std::mutex> lock(mu_);
   const std::vector<WorkerSlots> slots = registry_.FreeSlots();
   plan.set_workers(static_cast<int>(slots.size()));
   for (const WorkerSlots& w : slots) {
@@ -133,11 +135,12 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
   for (const auto& [id, workers] : held_spares_) {
     plan.set_slots_spare(plan.slots_spare() + static_cast<int>(workers.size()));
   }
-  SetAvailableMemoryLocked(job.spec().training().device() == "cuda", plan.mutable_memory());
+  SetAvailableMemory(job.spec().training().device() == "cuda",
+                     plan.mutable_memory());
   // The real scheduler over the real queue with this job at its end: the
   // same answer a submission would get now.
   std::vector<PendingJob> fifo;
-  for (const std::string& id : queue_) fifo.push_back(PendingLocked(jobs_.at(id)));
+  for (const std::string& id : queue_) fifo.push_back(PendingOf(jobs_.at(id)));
   PendingJob self;
   self.id = kDryRunId;
   self.ranks = job.spec().ranks();
@@ -145,7 +148,7 @@ absl::StatusOr<v1::SubmitJobResponse> JobManager::DryRun(
   self.user = owner;
   self.priority = scheduling_.ValueOf(job.spec().priority());
   fifo.push_back(self);
-  const ScheduleResult result = Schedule(InputLocked(std::move(fifo)));
+  const ScheduleResult result = Schedule(SchedulingInputFor(std::move(fifo)));
   for (size_t i = 0; i < result.order.size(); ++i) {
     if (result.order[i] == kDryRunId) plan.set_jobs_ahead(static_cast<int>(i));
   }
