@@ -1,0 +1,362 @@
+// JobCore's rules as tables: inputs with their times in, effects out. No
+// clock, store, hub or link fakes: the core does no I/O, so a test states
+// what happens and reads what the core decided.
+
+#include "coordinator/core/job_core.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "common/checkpoint_name.h"
+#include "common/spec.h"
+
+namespace trainctl::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kLeaseMs = 10'000;
+constexpr int64_t kStart = 1'000'000;
+
+// A two-rank CPU job on one slot per worker; `fault_tolerance` and
+// `checkpoint` as YAML flow maps ("" for none).
+std::string TwoRankSpec(const std::string& fault_tolerance,
+                        const std::string& checkpoint = "") {
+  std::string spec =
+      "name: t\nranks: 2\nmodel: mlp\n"
+      "data: {train_images: a, train_labels: b}\n"
+      "training: {batch_size: 16}\n";
+  if (!fault_tolerance.empty()) spec += "fault_tolerance: " + fault_tolerance + "\n";
+  if (!checkpoint.empty()) spec += "checkpoint: " + checkpoint + "\n";
+  return spec;
+}
+
+// What a list of changes holds, as words a table can state.
+std::vector<std::string> Describe(const std::vector<Change>& changes) {
+  std::vector<std::string> out;
+  for (const Change& change : changes) {
+    std::visit(
+        [&out](const auto& c) {
+          using T = std::decay_t<decltype(c)>;
+          if constexpr (std::is_same_v<T, SaveJobs>) {
+            out.push_back(c.durability == Durability::kImmediate ? "save now"
+                                                                 : "save grouped");
+          } else if constexpr (std::is_same_v<T, DeleteJobRecords>) {
+            out.push_back("delete " + c.job_id);
+          } else if constexpr (std::is_same_v<T, CatalogPut>) {
+            out.push_back("catalog " + c.record.job_id + ":" +
+                          std::to_string(c.record.step));
+          } else if constexpr (std::is_same_v<T, CatalogDelete>) {
+            out.push_back("uncatalog " + c.job_id + ":" + std::to_string(c.step));
+          } else if constexpr (std::is_same_v<T, EventAppended>) {
+            const std::string seq = "event " + std::to_string(c.event.seq());
+            if (c.event.has_transition()) {
+              out.push_back(seq + " -> " +
+                            v1::JobState_Name(c.event.transition().to()));
+            } else if (c.event.has_metric()) {
+              out.push_back(seq + " metric " + c.event.metric().kind());
+            } else {
+              out.push_back(seq + " log");
+            }
+          } else if constexpr (std::is_same_v<T, EventsClosed>) {
+            out.push_back("close " + c.job_id);
+          } else if constexpr (std::is_same_v<T, EventsForgotten>) {
+            out.push_back("forget " + c.job_id);
+          } else if constexpr (std::is_same_v<T, GenerationStarted>) {
+            out.push_back("open " + c.job_id + " g" + std::to_string(c.generation) +
+                          " of " + std::to_string(c.world_size));
+          } else if constexpr (std::is_same_v<T, GenerationsEnded>) {
+            out.push_back("end " + c.job_id + " g" + std::to_string(c.generation));
+          } else if constexpr (std::is_same_v<T, RegroupPosted>) {
+            out.push_back("regroup " + c.job_id + " g" + std::to_string(c.from));
+          } else {
+            out.push_back("drop " + c.job_id);
+          }
+        },
+        change);
+  }
+  return out;
+}
+
+// "worker: cancel|assign|registered|..." for each message, in order.
+std::vector<std::string> Messages(const Outbox& outbox) {
+  std::vector<std::string> out;
+  for (const AgentMessage& m : outbox) {
+    std::string what = m.message.has_cancel()      ? "cancel"
+                       : m.message.has_assign()    ? "assign"
+                       : m.message.has_registered() ? "registered"
+                       : m.message.has_delete_checkpoints() ? "prune"
+                                                            : "other";
+    out.push_back(m.worker + ": " + what);
+  }
+  return out;
+}
+
+class JobCoreTest : public ::testing::Test {
+ protected:
+  JobCoreTest() : core_(kLeaseMs, 1'000) { core_.SetNow(kStart); }
+
+  void At(int64_t ms_after_start) { core_.SetNow(kStart + ms_after_start); }
+
+  void Register(const std::string& name, int slots = 1) {
+    v1::RegisterRequest info;
+    info.set_name(name);
+    info.set_slots(slots);
+    info.set_collective_host(name + ".local");
+    ASSERT_TRUE(core_.RegisterWorker(info, nullptr).ok());
+  }
+
+  // Submits (as the shell does around its durable write) and returns the id.
+  std::string Submit(const std::string& spec_text) {
+    absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(spec_text);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    EXPECT_TRUE(core_.ResolvePriority(&*spec, "").ok());
+    v1::Job job;
+    *job.mutable_spec() = *spec;
+    absl::StatusOr<v1::Job> reserved = core_.Reserve(std::move(job));
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    return core_.Admit(*std::move(reserved)).id();
+  }
+
+  void Checkpoint(const std::string& worker, const std::string& job, int gen,
+                  int64_t step, int64_t seq) {
+    v1::RankCheckpoint c;
+    c.set_job_id(job);
+    c.set_generation(gen);
+    c.set_seq(seq);
+    c.mutable_checkpoint()->set_step(step);
+    c.mutable_checkpoint()->set_path("/ckpt/" + job + "/" +
+                                     CheckpointFileName(step, gen));
+    ASSERT_TRUE(core_.OnRankCheckpoint(worker, c).ok());
+  }
+
+  // The agent reports that a rank it was told to cancel has exited.
+  void Exited(const std::string& worker, const std::string& job, int gen,
+              int rank) {
+    v1::RankStatus status;
+    status.set_job_id(job);
+    status.set_generation(gen);
+    status.set_rank(rank);
+    status.set_exit_code(-9);
+    ASSERT_TRUE(core_.OnRankStatus(worker, status).ok());
+  }
+
+  v1::Job Job(const std::string& id) { return *core_.Get(id); }
+
+  JobCore core_;
+};
+
+TEST_F(JobCoreTest, AStartedJobOpensItsGenerationAndAssignsEachWorker) {
+  Register("w1");
+  Register("w2");
+  core_.TakeEffects();
+  const std::string id = Submit(TwoRankSpec("{max_restarts: 0}"));
+  const Effects effects = core_.TakeEffects();
+  // The submission's event is published by the shell's durable write; the
+  // start is a transition, saved at once, and the rendezvous opens before
+  // any agent hears of its ranks (the shell sends after the changes).
+  EXPECT_THAT(Describe(effects.changes),
+              ElementsAre("event 1 -> JOB_STATE_QUEUED",
+                          "event 2 -> JOB_STATE_RUNNING",
+                          "open job-1 g1 of 2", "save now"));
+  EXPECT_THAT(Messages(effects.messages), ElementsAre("w1: assign", "w2: assign"));
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_RUNNING);
+}
+
+// What a lost worker costs a running two-rank job, by its fault tolerance
+// and whether it was checkpointed: the job's state, its reason, and what
+// the core tells the world.
+struct LossCase {
+  std::string name;
+  std::string fault_tolerance;
+  bool checkpointed;
+  v1::JobState state;
+  std::string reason;
+  std::vector<std::string> changes;
+  std::vector<std::string> messages;
+};
+
+class LostWorkerTest : public JobCoreTest,
+                       public ::testing::WithParamInterface<LossCase> {};
+
+TEST_P(LostWorkerTest, TheLeaseRunsOutAndTheJobGoesOnAsItsSpecSays) {
+  const LossCase& c = GetParam();
+  Register("w1");
+  Register("w2");
+  const std::string id =
+      Submit(TwoRankSpec(c.fault_tolerance, "{dir: /ckpt, every_steps: 40}"));
+  At(1'000);
+  core_.Heartbeat("w1");
+  if (c.checkpointed) Checkpoint("w1", id, 1, 40, 1);
+  core_.TakeEffects();
+
+  // w2 went silent at the start; w1 beat at 1 s. At the lease exactly
+  // nothing happens; a millisecond later w2 is lost.
+  At(kLeaseMs);
+  core_.CheckLeases();
+  EXPECT_TRUE(core_.TakeEffects().empty());
+  At(kLeaseMs + 1);
+  core_.CheckLeases();
+  const Effects effects = core_.TakeEffects();
+
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), c.state);
+  EXPECT_THAT(job.reason(), HasSubstr(c.reason));
+  EXPECT_EQ(Describe(effects.changes), c.changes);
+  EXPECT_EQ(Messages(effects.messages), c.messages);
+  EXPECT_EQ(effects.disconnect.size(), 1u);  // w2's link is ended
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    JobCore, LostWorkerTest,
+    ::testing::Values(
+        LossCase{"NoRestartsLeftFails",
+                 "{max_restarts: 0}",
+                 false,
+                 v1::JOB_STATE_FAILED,
+                 "worker w2 running rank 1 was lost: its lease expired",
+                 {"event 3 -> JOB_STATE_FAILED", "close job-1", "drop job-1",
+                  "save now"},
+                 {"w1: cancel"}},
+        LossCase{"ARestartWaitsForSlotsFromTheBeginning",
+                 "{max_restarts: 2}",
+                 false,
+                 v1::JOB_STATE_RESTARTING,
+                 "restart 1 of 2 from the beginning (no checkpoint yet)",
+                 // The log's note: what the restart waits for.
+                 {"end job-1 g1", "event 3 -> JOB_STATE_RESTARTING",
+                  "event 4 log", "save now"},
+                 {"w1: cancel"}},
+        LossCase{"ARestartResumesFromTheCatalogsNewest",
+                 "{max_restarts: 2}",
+                 true,
+                 v1::JOB_STATE_RESTARTING,
+                 "restart 1 of 2 from the checkpoint at step 40",
+                 {"end job-1 g1", "event 4 -> JOB_STATE_RESTARTING",
+                  "event 5 log", "save now"},
+                 {"w1: cancel"}}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(JobCoreTest, ARestartedJobStartsItsNextGenerationFromTheCheckpoint) {
+  Register("w1");
+  Register("w2");
+  const std::string id = Submit(
+      TwoRankSpec("{max_restarts: 2}", "{dir: /ckpt, every_steps: 40}"));
+  Checkpoint("w1", id, 1, 40, 1);
+  core_.WorkerDisconnected("w2", nullptr);
+  ASSERT_EQ(Job(id).state(), v1::JOB_STATE_RESTARTING);
+  core_.TakeEffects();
+
+  // A free slot is not enough: rank 0 still holds w1's until it stops.
+  Register("w3");
+  EXPECT_EQ(Job(id).state(), v1::JOB_STATE_RESTARTING);
+  EXPECT_EQ(Job(id).pending_reason(),
+            "waiting for 1 rank of generation 1 to stop");
+  core_.TakeEffects();
+  Exited("w1", id, 1, 0);
+  const Effects effects = core_.TakeEffects();
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(job.generation(), 2);
+  EXPECT_EQ(job.resume_from().step(), 40);
+  EXPECT_THAT(Messages(effects.messages),
+              ElementsAre("w1: assign", "w3: assign"));
+  for (const AgentMessage& m : effects.messages) {
+    for (const v1::RankAssignment& a : m.message.assign().ranks()) {
+      EXPECT_EQ(a.generation(), 2);
+      EXPECT_EQ(a.resume().path(), "/ckpt/" + id + "/" + CheckpointFileName(40, 1));
+    }
+  }
+}
+
+TEST_F(JobCoreTest, ACheckpointIsCatalogedAndTheOldestPrunedPastKeepLast) {
+  Register("w1");
+  Register("w2");
+  const std::string id =
+      Submit(TwoRankSpec("{max_restarts: 0}", "{dir: /ckpt, every_steps: 10, keep_last: 2}"));
+  core_.TakeEffects();
+  Checkpoint("w1", id, 1, 10, 1);
+  Checkpoint("w1", id, 1, 20, 2);
+  core_.TakeEffects();
+  Checkpoint("w1", id, 1, 30, 3);
+  const Effects effects = core_.TakeEffects();
+  // The store gets the new entry and loses the pruned one, in that order;
+  // rank 0's agent is asked to delete the file.
+  EXPECT_THAT(Describe(effects.changes),
+              ElementsAre("catalog job-1:30", "uncatalog job-1:10",
+                          "event 5 metric checkpoint", "save grouped"));
+  EXPECT_THAT(Messages(effects.messages), ElementsAre("w1: prune"));
+  std::vector<int64_t> steps;
+  const std::vector<v1::Checkpoint> catalog = *core_.Checkpoints(id);
+  for (const v1::Checkpoint& c : catalog) steps.push_back(c.step());
+  EXPECT_THAT(steps, ElementsAre(20, 30));
+  // A re-sent report (same seq) is cataloged once.
+  Checkpoint("w1", id, 1, 30, 3);
+  EXPECT_TRUE(core_.TakeEffects().empty());
+}
+
+TEST_F(JobCoreTest, AReportOfAnEndedGenerationIsRefusedAndChangesNothing) {
+  Register("w1");
+  Register("w2");
+  const std::string id = Submit(TwoRankSpec("{max_restarts: 2}"));
+  core_.WorkerDisconnected("w2", nullptr);
+  Register("w3");
+  Exited("w1", id, 1, 0);
+  ASSERT_EQ(Job(id).generation(), 2);
+  core_.TakeEffects();
+  v1::RankMetrics stale;
+  stale.set_job_id(id);
+  stale.set_generation(1);
+  stale.set_seq(7);
+  v1::MetricPoint* point = stale.mutable_point();
+  point->set_rank(0);
+  point->set_kind("train");
+  point->set_step(3);
+  EXPECT_EQ(core_.OnRankMetrics("w1", stale).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(core_.TakeEffects().empty());
+}
+
+TEST_F(JobCoreTest, RetentionDeletesTheOldestFinishedJobsAfterSavingTheRest) {
+  core_.SetRetention({/*max_finished_jobs=*/1, /*max_age_ms=*/0});
+  const std::string first = Submit(TwoRankSpec("{max_restarts: 0}"));
+  const std::string second = Submit(TwoRankSpec("{max_restarts: 0}"));
+  ASSERT_TRUE(core_.Cancel(first, "").ok());
+  ASSERT_TRUE(core_.Cancel(second, "").ok());
+  core_.TakeEffects();
+  core_.CheckLeases();
+  const Effects effects = core_.TakeEffects();
+  EXPECT_THAT(Describe(effects.changes),
+              ElementsAre("delete job-1", "forget job-1"));
+  EXPECT_EQ(core_.Get(first).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(core_.Get(second).ok());
+}
+
+TEST_F(JobCoreTest, EventsAreNumberedPerJobFromTheStoredHistory) {
+  JobCore::Recovered stored;
+  stored.next_job_number = 8;
+  JobCore::RecoveredJob queued;
+  queued.job.set_id("job-7");
+  queued.job.set_state(v1::JOB_STATE_QUEUED);
+  *queued.job.mutable_spec() = *ParseJobSpec(TwoRankSpec("{max_restarts: 0}"));
+  queued.last_seq = 41;
+  stored.jobs.push_back(queued);
+  ASSERT_TRUE(core_.Restore(std::move(stored)).ok());
+  // The first pass notes in its log why it waits (no worker yet).
+  EXPECT_THAT(Describe(core_.TakeEffects().changes),
+              ElementsAre("event 42 log", "save grouped"));
+  ASSERT_TRUE(core_.Cancel("job-7", "").ok());
+  EXPECT_THAT(Describe(core_.TakeEffects().changes),
+              ElementsAre("event 43 -> JOB_STATE_CANCELLED", "close job-7",
+                          "drop job-7", "save now"));
+  EXPECT_EQ(Submit(TwoRankSpec("{max_restarts: 0}")), "job-8");
+}
+
+}  // namespace
+}  // namespace trainctl::coordinator
