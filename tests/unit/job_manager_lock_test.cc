@@ -1,11 +1,12 @@
-// What JobManager no longer does under its mutex: wait for a commit, or
-// read the store for a job it knows has nothing there.
+// What JobManager does not do under its mutex: wait for a commit, or read
+// the checkpoint catalog from the store (the core holds it).
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <thread>
 
+#include "common/spec.h"
 #include "tests/unit/job_manager_fixture.h"
 #include "tests/unit/write_gate.h"
 
@@ -65,8 +66,7 @@ TEST(JobManagerLockTest, OtherCallsGoOnWhileATransitionCommits) {
   EXPECT_EQ(c.link->Cancels(), 1);  // sent once the transition was durable
 }
 
-// Counts the catalog reads (each takes the store's mutex under the
-// JobManager's lock).
+// Counts the catalog reads (each would take the store's mutex).
 class CatalogCountingStore : public InMemoryJobStore {
  public:
   absl::StatusOr<std::vector<CheckpointRecord>> ListCheckpoints(
@@ -77,11 +77,46 @@ class CatalogCountingStore : public InMemoryJobStore {
   int lists = 0;
 };
 
-TEST(JobManagerLockTest, AJobSubmittedHereStartsWithoutReadingTheCatalog) {
+TEST(JobManagerLockTest, TheCatalogIsReadFromTheStoreOnlyAtRecover) {
   OneWorkerCluster<CatalogCountingStore> c;
-  const v1::Job job = *c.jobs.Submit(Spec(1), false);
+  const std::string spec = Spec(1, "checkpoint: {dir: /ckpt}\n");
+  // A finished job of an earlier coordinator, with one checkpoint.
+  v1::Job old;
+  old.set_id("job-1");
+  old.set_state(v1::JOB_STATE_SUCCEEDED);
+  *old.mutable_spec() = *ParseJobSpec(spec);
+  JobWrite write;
+  write.jobs.push_back(old);
+  write.next_job_number = 2;
+  ASSERT_TRUE(c.store.Write(write, Durability::kImmediate).ok());
+  CheckpointRecord record;
+  record.job_id = "job-1";
+  record.step = 40;
+  record.path = "/ckpt/job-1/step-000000040-g1.ckpt";
+  record.info.set_job_id("job-1");
+  record.info.set_step(40);
+  record.info.set_path(record.path);
+  ASSERT_TRUE(c.store.PutCheckpoint(record).ok());
+  ASSERT_TRUE(c.jobs.Recover().ok());
+  EXPECT_EQ(c.store.lists, 1);
+
+  // A resume, a start and a checkpoint report all use the catalog in
+  // memory; the report's entry still reaches the store.
+  const v1::Job job = *c.jobs.Submit(spec, false, "job-1");
   EXPECT_EQ(c.jobs.Get(job.id())->state(), v1::JOB_STATE_RUNNING);
-  EXPECT_EQ(c.store.lists, 0);
+  EXPECT_EQ(job.resume_from().step(), 40);
+  v1::RankCheckpoint report;
+  report.set_job_id(job.id());
+  report.set_generation(1);
+  report.set_seq(1);
+  report.mutable_checkpoint()->set_step(80);
+  report.mutable_checkpoint()->set_path("/ckpt/" + job.id() +
+                                        "/step-000000080-g1.ckpt");
+  ASSERT_TRUE(c.jobs.OnRankCheckpoint("w1", report).ok());
+  ASSERT_TRUE(c.jobs.Flush().ok());
+  EXPECT_EQ(c.jobs.Checkpoints(job.id())->size(), 1u);
+  EXPECT_EQ(c.store.lists, 1);
+  EXPECT_EQ(c.store.InMemoryJobStore::ListCheckpoints(job.id())->size(), 1u);
 }
 
 }  // namespace
