@@ -106,7 +106,7 @@ class JobManager {
   absl::Status Delete(const std::string& job_id);
   void SetRetention(const Retention& retention);
 
-  // --- sharing the cluster (JobCore's queue.cc) ---
+  // --- sharing the cluster: JobCore's (core/queue.cc) ---
   void SetSchedulingConfig(SchedulingConfig config);
   v1::GetQueueResponse Queue(const std::string* viewer = nullptr) const;
   absl::StatusOr<v1::Job> SetPriority(const std::string& job_id,
@@ -114,37 +114,29 @@ class JobManager {
                                       PriorityLimit limit,
                                       const std::string& by);
   std::vector<v1::WorkerInfo> Workers() const;
-  // The job's checkpoint catalog in step order; NOT_FOUND for an unknown id.
   absl::StatusOr<std::vector<v1::Checkpoint>> Checkpoints(
       const std::string& job_id) const;
 
   // --- agent side (`worker` is the name the stream registered with) ---
-  // Sends `registered` on the link, then any assignments that now fit.
+  // JobCore's inputs of the same names (core/job_core.h says what each
+  // decides); RegisterWorker's `registered` goes out on the link first.
   absl::Status RegisterWorker(const v1::RegisterRequest& info,
                               std::shared_ptr<AgentLink> link);
-  // The agent's stream closed: its ranks are lost.
   void WorkerDisconnected(const std::string& worker, const AgentLink* link);
   void Heartbeat(const std::string& worker);
-  // The ranks' progress carried by a heartbeat (hang detection).
   void OnProgress(const std::string& worker, const v1::Heartbeat& beat);
-  // Catalogs rank 0's checkpoint, applies retention (asking the agent to
-  // delete pruned files) and, for an elastic job, grows it if slots allow.
   absl::Status OnRankCheckpoint(const std::string& worker,
                                 const v1::RankCheckpoint& checkpoint);
-  // A worker's answer to DryRunOnWorker's question.
-  void OnProbeDataResult(const std::string& worker,
-                         const v1::ProbeDataResult& result);
-  // FAILED_PRECONDITION when the worker does not run that rank.
   absl::Status OnRankStatus(const std::string& worker,
                             const v1::RankStatus& status);
   absl::Status OnRankMetrics(const std::string& worker,
                              const v1::RankMetrics& metrics);
   absl::Status OnRankLog(const std::string& worker, const v1::RankLog& log);
-
-  // Called periodically: drops workers whose lease expired, restarts
-  // generations with a hung rank, gives up on ranks that did not come
-  // back after a coordinator restart, and retires finished jobs.
+  // Called periodically (lease/4): JobCore::CheckLeases.
   void CheckLeases();
+  // A worker's answer to DryRunOnWorker's question.
+  void OnProbeDataResult(const std::string& worker,
+                         const v1::ProbeDataResult& result);
 
  private:
   // One input's hold on mu_, with the core's time set to the clock's.
