@@ -235,7 +235,10 @@ LocalCluster::~LocalCluster() {
     coordinator_->Signal(SIGTERM);
     coordinator_->Wait(std::chrono::seconds(15));
   }
-  if (::testing::Test::HasFailure()) {
+  // A suite's shared cluster ends in TearDownTestSuite, outside any test,
+  // where HasFailure() is always false: then any failed test counts.
+  if (::testing::Test::HasFailure() ||
+      ::testing::UnitTest::GetInstance()->failed_test_count() > 0) {
     for (const char* f : {"coordinator.log", "coordinator-2.log",
                           "coordinator-3.log", "w1.log", "w2.log", "w3.log"}) {
       const std::string text = ReadFile(dir_ + "/" + f);
