@@ -220,14 +220,18 @@ absl::Status CoordinatorClient::WatchJobs(
   std::unique_ptr<grpc::ClientReader<v1::WatchJobsResponse>> reader =
       stub_->WatchJobs(&context, request);
   v1::WatchJobsResponse response;
+  bool stopped = false;  // on_response asked to end
   while (reader->Read(&response)) {
     if (!on_response(response)) {
+      stopped = true;
       context.TryCancel();
       break;
     }
   }
   absl::Status finished = FromGrpcStatus(reader->Finish());
-  return absl::IsCancelled(finished) ? absl::OkStatus() : finished;
+  // Only our own cancel is the end asked for: a coordinator that is
+  // shutting down cancels the call too, and that is a break.
+  return stopped ? absl::OkStatus() : finished;
 }
 
 absl::Status CoordinatorClient::Watch(

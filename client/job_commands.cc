@@ -9,6 +9,7 @@
 #include "client/json_text.h"
 #include "client/queue_render.h"
 #include "client/render.h"
+#include "client/watch.h"
 
 namespace trainctl::client {
 namespace {
@@ -78,7 +79,7 @@ int ListAndWatch(Env& env, const std::vector<v1::JobState>& states, bool all,
     absl::Status ended = env.client->WatchJobs(states, on_response);
     if (ended.ok()) return kExitOk;
     // Nothing to resume (never reached, or refused): say why at once.
-    if (!absl::IsUnavailable(ended) || !streamed) return Fail(env, ended);
+    if (!IsRetryableStreamEnd(ended) || !streamed) return Fail(env, ended);
     if (absl::Now() - opened >= kHealthyStream) {  // it was up: a new outage
       down_since = absl::Now();
       pause = kFirstPause;

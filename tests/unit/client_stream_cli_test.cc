@@ -114,6 +114,38 @@ class FakeJobs final : public v1::Jobs::Service {
     }
     return grpc::Status::OK;
   }
+
+  // list -w across a coordinator's shutdown: the first stream lists j-1
+  // and breaks as a stopping coordinator ends it (UNAVAILABLE); the next
+  // call reaches it still stopping and is cancelled by the server; the
+  // third, on the coordinator that came back, lists again, sends j-1's
+  // change to SUCCEEDED and ends.
+  std::atomic<int> list_connections{0};
+  grpc::Status WatchJobs(grpc::ServerContext*, const v1::WatchJobsRequest*,
+                         grpc::ServerWriter<v1::WatchJobsResponse>* writer) override {
+    const int connection = ++list_connections;
+    if (connection == 2) return grpc::Status(grpc::StatusCode::CANCELLED, "");
+    v1::Job job;
+    job.set_id("j-1");
+    job.set_state(v1::JOB_STATE_RUNNING);
+    job.mutable_spec()->set_name("small");
+    v1::WatchJobsResponse list;
+    *list.add_jobs() = job;
+    list.set_list_page(true);
+    list.set_list_end(true);
+    writer->Write(list);
+    if (connection == 1) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "coordinator is shutting down; list -w again");
+    }
+    v1::WatchJobsResponse change;
+    *change.add_jobs() = job;
+    change.mutable_change()->set_from(v1::JOB_STATE_RUNNING);
+    change.mutable_change()->set_to(v1::JOB_STATE_SUCCEEDED);
+    change.mutable_change()->set_reason("all 2 ranks finished");
+    writer->Write(change);
+    return grpc::Status::OK;
+  }
 };
 
 class StreamCliTest : public ::testing::Test {
@@ -209,6 +241,18 @@ TEST_F(StreamCliTest, FollowSurvivesABrokenStreamWithoutLossOrRepeats) {
             "7,7000,train,8,0,0,loss,2.5\n"
             "8,8000,eval,8,0,0,eval_accuracy,0.5\n"
             "9,9000,train,16,0,0,loss,1.25\n");
+}
+
+TEST_F(StreamCliTest, ListWatchGoesOnWhenAStoppingCoordinatorCancelsIt) {
+  EXPECT_EQ(Run({"list", "-w"}), 0) << err_;
+  EXPECT_EQ(service_.list_connections, 3);
+  // Listed twice (after the break), then the change; one header.
+  EXPECT_THAT(out_, ::testing::ContainsRegex(
+                        "j-1 +small +RUNNING[^\n]*\n(.*\n)?j-1 +small +RUNNING"
+                        "[^\n]*\nj-1 +small +SUCCEEDED"));
+  EXPECT_EQ(out_.find("ID "), out_.rfind("ID ")) << out_;
+  EXPECT_THAT(err_, HasSubstr("listing again in 250ms"));
+  EXPECT_THAT(err_, HasSubstr("listing again in 500ms"));
 }
 
 TEST_F(StreamCliTest, PlotWritesAnSvgWithOnePointPerStep) {
