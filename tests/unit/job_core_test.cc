@@ -32,7 +32,8 @@ std::string TwoRankSpec(const std::string& fault_tolerance,
       "name: t\nranks: 2\nmodel: mlp\n"
       "data: {train_images: a, train_labels: b}\n"
       "training: {batch_size: 16}\n";
-  if (!fault_tolerance.empty()) spec += "fault_tolerance: " + fault_tolerance + "\n";
+  if (!fault_tolerance.empty())
+    spec += "fault_tolerance: " + fault_tolerance + "\n";
   if (!checkpoint.empty()) spec += "checkpoint: " + checkpoint + "\n";
   return spec;
 }
@@ -45,15 +46,17 @@ std::vector<std::string> Describe(const std::vector<Change>& changes) {
         [&out](const auto& c) {
           using T = std::decay_t<decltype(c)>;
           if constexpr (std::is_same_v<T, SaveJobs>) {
-            out.push_back(c.durability == Durability::kImmediate ? "save now"
-                                                                 : "save grouped");
+            out.push_back(c.durability == Durability::kImmediate
+                              ? "save now"
+                              : "save grouped");
           } else if constexpr (std::is_same_v<T, DeleteJobRecords>) {
             out.push_back("delete " + c.job_id);
           } else if constexpr (std::is_same_v<T, CatalogPut>) {
             out.push_back("catalog " + c.record.job_id + ":" +
                           std::to_string(c.record.step));
           } else if constexpr (std::is_same_v<T, CatalogDelete>) {
-            out.push_back("uncatalog " + c.job_id + ":" + std::to_string(c.step));
+            out.push_back("uncatalog " + c.job_id + ":" +
+                          std::to_string(c.step));
           } else if constexpr (std::is_same_v<T, EventAppended>) {
             const std::string seq = "event " + std::to_string(c.event.seq());
             if (c.event.has_transition()) {
@@ -69,12 +72,15 @@ std::vector<std::string> Describe(const std::vector<Change>& changes) {
           } else if constexpr (std::is_same_v<T, EventsForgotten>) {
             out.push_back("forget " + c.job_id);
           } else if constexpr (std::is_same_v<T, GenerationStarted>) {
-            out.push_back("open " + c.job_id + " g" + std::to_string(c.generation) +
-                          " of " + std::to_string(c.world_size));
+            out.push_back("open " + c.job_id + " g" +
+                          std::to_string(c.generation) + " of " +
+                          std::to_string(c.world_size));
           } else if constexpr (std::is_same_v<T, GenerationsEnded>) {
-            out.push_back("end " + c.job_id + " g" + std::to_string(c.generation));
+            out.push_back("end " + c.job_id + " g" +
+                          std::to_string(c.generation));
           } else if constexpr (std::is_same_v<T, RegroupPosted>) {
-            out.push_back("regroup " + c.job_id + " g" + std::to_string(c.from));
+            out.push_back("regroup " + c.job_id + " g" +
+                          std::to_string(c.from));
           } else {
             out.push_back("drop " + c.job_id);
           }
@@ -88,14 +94,24 @@ std::vector<std::string> Describe(const std::vector<Change>& changes) {
 std::vector<std::string> Messages(const Outbox& outbox) {
   std::vector<std::string> out;
   for (const AgentMessage& m : outbox) {
-    std::string what = m.message.has_cancel()      ? "cancel"
-                       : m.message.has_assign()    ? "assign"
-                       : m.message.has_registered() ? "registered"
+    std::string what = m.message.has_cancel()               ? "cancel"
+                       : m.message.has_assign()             ? "assign"
+                       : m.message.has_registered()         ? "registered"
                        : m.message.has_delete_checkpoints() ? "prune"
                                                             : "other";
     out.push_back(m.worker + ": " + what);
   }
   return out;
+}
+
+// Whether `wanted` appear in `all` in that order (others may come between).
+bool InOrder(const std::vector<std::string>& all,
+             const std::vector<std::string>& wanted) {
+  size_t next = 0;
+  for (const std::string& item : all) {
+    if (next < wanted.size() && item == wanted[next]) ++next;
+  }
+  return next == wanted.size();
 }
 
 class JobCoreTest : public ::testing::Test {
@@ -136,6 +152,25 @@ class JobCoreTest : public ::testing::Test {
     ASSERT_TRUE(core_.OnRankCheckpoint(worker, c).ok());
   }
 
+  // A rank's process started, and its heartbeat shows it in `phase`.
+  void Running(const std::string& worker, const std::string& job, int rank,
+               const std::string& phase) {
+    v1::RankStatus status;
+    status.set_job_id(job);
+    status.set_generation(1);
+    status.set_rank(rank);
+    status.set_running(true);
+    ASSERT_TRUE(core_.OnRankStatus(worker, status).ok());
+    v1::Heartbeat beat;
+    v1::RankHeartbeat* r = beat.add_ranks();
+    r->set_job_id(job);
+    r->set_generation(1);
+    r->set_rank(rank);
+    r->set_step(12);
+    r->set_phase(phase);
+    core_.OnProgress(worker, beat);
+  }
+
   // The agent reports that a rank it was told to cancel has exited.
   void Exited(const std::string& worker, const std::string& job, int gen,
               int rank) {
@@ -161,11 +196,12 @@ TEST_F(JobCoreTest, AStartedJobOpensItsGenerationAndAssignsEachWorker) {
   // The submission's event is published by the shell's durable write; the
   // start is a transition, saved at once, and the rendezvous opens before
   // any agent hears of its ranks (the shell sends after the changes).
-  EXPECT_THAT(Describe(effects.changes),
-              ElementsAre("event 1 -> JOB_STATE_QUEUED",
-                          "event 2 -> JOB_STATE_RUNNING",
-                          "open job-1 g1 of 2", "save now"));
-  EXPECT_THAT(Messages(effects.messages), ElementsAre("w1: assign", "w2: assign"));
+  EXPECT_THAT(
+      Describe(effects.changes),
+      ElementsAre("event 1 -> JOB_STATE_QUEUED", "event 2 -> JOB_STATE_RUNNING",
+                  "open job-1 g1 of 2", "save now"));
+  EXPECT_THAT(Messages(effects.messages),
+              ElementsAre("w1: assign", "w2: assign"));
   EXPECT_EQ(Job(id).state(), v1::JOB_STATE_RUNNING);
 }
 
@@ -243,11 +279,95 @@ INSTANTIATE_TEST_SUITE_P(
                  {"w1: cancel"}}),
     [](const auto& info) { return info.param.name; });
 
+// In-place recovery's rules: a lost rank's survivors go on as the next
+// generation when they can, on a spare slot or fewer ranks; else the job
+// restarts from its checkpoint as before.
+struct InPlaceCase {
+  std::string name;
+  int workers;  // of one slot each; the job has 3 ranks
+  int batch;
+  std::string starting_phase;  // rank 0's phase ("compute": past its start)
+  v1::JobState state;
+  int world;  // after it (0: restarting)
+  std::string reason;
+};
+
+class InPlaceRecoveryTest : public JobCoreTest,
+                            public ::testing::WithParamInterface<InPlaceCase> {
+};
+
+TEST_P(InPlaceRecoveryTest, ALostWorkersRankIsRecoveredWhereItCanBe) {
+  const InPlaceCase& c = GetParam();
+  for (int w = 1; w <= c.workers; ++w) Register("w" + std::to_string(w));
+  const std::string id = Submit(
+      "name: t\nranks: 3\nmodel: mlp\ndata: {train_images: a, train_labels: "
+      "b}\n"
+      "training: {batch_size: " +
+      std::to_string(c.batch) +
+      "}\n"
+      "checkpoint: {dir: /ckpt, every_steps: 10}\n"
+      "fault_tolerance: {in_place: true, min_workers: 2, max_restarts: 2}\n");
+  const v1::Job started = Job(id);
+  ASSERT_EQ(started.state(), v1::JOB_STATE_RUNNING);
+  for (const v1::RankInfo& rank : started.ranks()) {
+    Running(rank.worker(), id, rank.rank(),
+            rank.rank() == 0 ? c.starting_phase : "compute");
+  }
+  core_.TakeEffects();
+  const std::string lost = started.ranks(1).worker();
+  core_.WorkerDisconnected(lost, nullptr);
+  const Effects effects = core_.TakeEffects();
+
+  const v1::Job job = Job(id);
+  EXPECT_EQ(job.state(), c.state);
+  EXPECT_THAT(job.reason(), HasSubstr(c.reason));
+  const std::vector<std::string> changes = Describe(effects.changes);
+  if (c.world > 0) {
+    EXPECT_EQ(job.generation(), 2);
+    EXPECT_EQ(job.world_size(), c.world);
+    // The survivors' places are posted before their old scope closes, and
+    // the new scope opens for the new world size.
+    EXPECT_TRUE(
+        InOrder(changes, {"regroup job-1 g1", "end job-1 g1",
+                          "open job-1 g2 of " + std::to_string(c.world)}))
+        << ::testing::PrintToString(changes);
+    std::vector<std::string> regrouped;
+    for (const AgentMessage& m : effects.messages) {
+      if (m.message.has_regroup()) regrouped.push_back(m.worker);
+    }
+    EXPECT_EQ(regrouped.size(), 2u);  // each survivor's agent
+  } else {
+    EXPECT_THAT(changes, ::testing::Contains("end job-1 g1"));
+    EXPECT_THAT(changes,
+                ::testing::Not(::testing::Contains("regroup job-1 g1")));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    JobCore, InPlaceRecoveryTest,
+    ::testing::Values(
+        InPlaceCase{"AFreeSlotKeepsTheWorldSize", 4, 24, "compute",
+                    v1::JOB_STATE_RUNNING, 3,
+                    "goes on with 3 of 3 ranks: 2 from their state in memory, "
+                    "1 new on"},
+        InPlaceCase{"WithoutOneTheSurvivorsGoOnAlone", 3, 24, "compute",
+                    v1::JOB_STATE_RUNNING, 2,
+                    "goes on with 2 of 3 ranks from their state in memory"},
+        InPlaceCase{
+            "ABatchTheSurvivorsCannotSplitRestarts", 3, 27, "compute",
+            v1::JOB_STATE_RESTARTING, 0,
+            "not recovered in place: no number of the 2 ranks left that "
+            "is at least min_workers (2) divides the global batch (27)"},
+        InPlaceCase{"ARankStillStartingRestarts", 3, 24, "starting",
+                    v1::JOB_STATE_RESTARTING, 0,
+                    "not recovered in place: rank 0 is still starting"}),
+    [](const auto& info) { return info.param.name; });
+
 TEST_F(JobCoreTest, ARestartedJobStartsItsNextGenerationFromTheCheckpoint) {
   Register("w1");
   Register("w2");
-  const std::string id = Submit(
-      TwoRankSpec("{max_restarts: 2}", "{dir: /ckpt, every_steps: 40}"));
+  const std::string id =
+      Submit(TwoRankSpec("{max_restarts: 2}", "{dir: /ckpt, every_steps: 40}"));
   Checkpoint("w1", id, 1, 40, 1);
   core_.WorkerDisconnected("w2", nullptr);
   ASSERT_EQ(Job(id).state(), v1::JOB_STATE_RESTARTING);
@@ -270,7 +390,8 @@ TEST_F(JobCoreTest, ARestartedJobStartsItsNextGenerationFromTheCheckpoint) {
   for (const AgentMessage& m : effects.messages) {
     for (const v1::RankAssignment& a : m.message.assign().ranks()) {
       EXPECT_EQ(a.generation(), 2);
-      EXPECT_EQ(a.resume().path(), "/ckpt/" + id + "/" + CheckpointFileName(40, 1));
+      EXPECT_EQ(a.resume().path(),
+                "/ckpt/" + id + "/" + CheckpointFileName(40, 1));
     }
   }
 }
@@ -278,8 +399,8 @@ TEST_F(JobCoreTest, ARestartedJobStartsItsNextGenerationFromTheCheckpoint) {
 TEST_F(JobCoreTest, ACheckpointIsCatalogedAndTheOldestPrunedPastKeepLast) {
   Register("w1");
   Register("w2");
-  const std::string id =
-      Submit(TwoRankSpec("{max_restarts: 0}", "{dir: /ckpt, every_steps: 10, keep_last: 2}"));
+  const std::string id = Submit(TwoRankSpec(
+      "{max_restarts: 0}", "{dir: /ckpt, every_steps: 10, keep_last: 2}"));
   core_.TakeEffects();
   Checkpoint("w1", id, 1, 10, 1);
   Checkpoint("w1", id, 1, 20, 2);
