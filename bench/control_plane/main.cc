@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -38,6 +39,7 @@ struct Options {
   int agents = 1000, slots = 8, watchers = 100, jobs = 200, ranks_per_job = 8;
   int job_seconds = 30, window_seconds = 60, join_threads = 2;
   bool restart = true;
+  bool burst = false;  // every agent on one phase
 };
 
 // One connection per caller, as separate machines would have.
@@ -155,6 +157,10 @@ int main(int argc, char** argv) {
   app.add_option("--window-seconds", o.window_seconds, "measured steady state");
   app.add_option("--join-threads", o.join_threads, "parallel joins at setup");
   app.add_flag("!--no-restart", o.restart, "skip the kill -9 phase");
+  app.add_flag("--burst", o.burst,
+               "every agent heartbeats and reports at the same moment of "
+               "each second (a stress case; by default their phases are "
+               "spread)");
   CLI11_PARSE(app, argc, argv);
 
   // 2 connections per agent and watcher, on both ends.
@@ -200,9 +206,11 @@ int main(int argc, char** argv) {
   const std::string address = coordinator.address();
   const std::string ca = coordinator.ReadStateFile("tls/ca.crt");
   printf("control plane: %d agents x %d slots, %d watchers, %d jobs of %d "
-         "ranks (%d s each), %d s measured, coordinator at %s\n",
+         "ranks (%d s each), %d s measured, %s, coordinator at %s\n",
          o.agents, o.slots, o.watchers, o.jobs, o.ranks_per_job, o.job_seconds,
-         o.window_seconds, address.c_str());
+         o.window_seconds,
+         o.burst ? "every agent at one phase (--burst)" : "agents' phases spread",
+         address.c_str());
   fflush(stdout);
 
   int64_t t0 = tb::SteadyMicros();
@@ -242,6 +250,10 @@ int main(int argc, char** argv) {
   };
 
   std::vector<std::unique_ptr<tb::SimAgent>> agents;
+  // Independent phases, as nodes that started at different times have (the
+  // same ones every run).
+  std::mt19937 phases(1);
+  std::uniform_int_distribution<int64_t> spread(0, 999'999);
   for (int i = 0; i < o.agents; ++i) {
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = ca;
@@ -251,7 +263,8 @@ int main(int argc, char** argv) {
     agent.name = absl::StrCat("sim-", i);
     agent.slots = o.slots;
     agent.job_seconds = o.job_seconds;
-    agent.phase_us = int64_t{1'000'000} * i / o.agents;
+    agent.phase_us = o.burst ? 0 : spread(phases);
+    agent.heartbeats_on_phase = o.burst;
     agents.push_back(std::make_unique<tb::SimAgent>(
         agent,
         grpc::CreateCustomChannel(address, grpc::SslCredentials(tls), OwnConnection()),
@@ -309,6 +322,7 @@ int main(int argc, char** argv) {
   const tb::ProcessSample s0 = tb::SampleSelf();
   const tb::ProcessSample u0 = tb::SampleProcess(users.pid());
   users.Send("record 1");
+  const int64_t late0 = tb::LateTicks();
   t0 = tb::SteadyMicros();
   int64_t max_rss = 0, max_threads = 0;
   while (tb::SteadyMicros() - t0 < int64_t{o.window_seconds} * 1'000'000) {
@@ -337,7 +351,9 @@ int main(int argc, char** argv) {
          static_cast<long long>(max_rss / 1024),
          static_cast<long long>(max_threads));
   printf("  simulator    %.2f cores for the agents, %.2f for submitter and "
-         "watchers (same machine)\n", agent_cores, user_cores);
+         "watchers (same machine); %lld sends late by a second or more\n",
+         agent_cores, user_cores,
+         static_cast<long long>(tb::LateTicks() - late0));
   printf("  SubmitJob    p50 %.1f ms  p99 %.1f ms  (%.0f timed, %.0f refused)\n",
          r["submit_p50"], submit_p99, r["submit_count"], r["refused"]);
   printf("  delivery     p50 %.1f ms  p99 %.1f ms  (%.0f reports timed, %.0f "

@@ -104,6 +104,29 @@ class SimAgent::Stream
   std::deque<v1::AgentMessage> queue_;  // GUARDED_BY(mu_)
 };
 
+namespace {
+
+std::atomic<int64_t> g_late_ticks{0};
+
+// The first time after `now_us` on the grid `origin_us` + k x `interval_us`.
+int64_t FirstOnGridAfter(int64_t origin_us, int64_t interval_us, int64_t now_us) {
+  if (origin_us > now_us) return origin_us;
+  return origin_us + ((now_us - origin_us) / interval_us + 1) * interval_us;
+}
+
+// What follows `due_us` on its grid. A late tick skips what it missed rather
+// than starting a new grid at `now`: that put every agent on one phase after
+// the ticker's first stall, and the whole cluster's heartbeats and reports
+// then came as one burst a second (docs/performance.md, 2026-12-05).
+int64_t NextOnGrid(int64_t due_us, int64_t interval_us, int64_t now_us) {
+  if (due_us + interval_us <= now_us) ++g_late_ticks;
+  return FirstOnGridAfter(due_us, interval_us, now_us);
+}
+
+}  // namespace
+
+int64_t LateTicks() { return g_late_ticks.load(); }
+
 int64_t SimAgent::JobLengthUs(const std::string& job_id) const {
   // Between half and one and a half times job_seconds, the same for every
   // rank of the job (and so on every agent): jobs submitted together do not
@@ -238,8 +261,13 @@ void SimAgent::Tick(int64_t now_us, bool exits_allowed) {
     if (now_us < reconnect_at_us_) return;
     ++open_streams_;
     stream_ = new Stream(this, Registration());
-    next_heartbeat_us_ = now_us + heartbeat_interval_us_;
-    if (next_report_us_ == 0) next_report_us_ = now_us + options_.phase_us;
+    next_heartbeat_us_ =
+        options_.heartbeats_on_phase
+            ? FirstOnGridAfter(options_.phase_us, heartbeat_interval_us_, now_us)
+            : now_us + heartbeat_interval_us_;
+    if (next_report_us_ == 0) {
+      next_report_us_ = FirstOnGridAfter(options_.phase_us, kReportIntervalUs, now_us);
+    }
     return;
   }
   if (now_us >= next_heartbeat_us_) {
@@ -258,12 +286,10 @@ void SimAgent::Tick(int64_t now_us, bool exits_allowed) {
       r->set_phase("compute");
     }
     SendLocked(beat);
-    next_heartbeat_us_ = std::max(next_heartbeat_us_ + heartbeat_interval_us_,
-                                  now_us + heartbeat_interval_us_ / 2);
+    next_heartbeat_us_ = NextOnGrid(next_heartbeat_us_, heartbeat_interval_us_, now_us);
   }
   if (now_us < next_report_us_) return;
-  next_report_us_ = std::max(next_report_us_ + kReportIntervalUs,
-                             now_us + kReportIntervalUs / 2);
+  next_report_us_ = NextOnGrid(next_report_us_, kReportIntervalUs, now_us);
   const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();

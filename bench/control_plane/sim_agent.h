@@ -25,6 +25,10 @@ namespace trainctl::bench {
 // Microseconds on the steady clock (shared by every thread of the process).
 int64_t SteadyMicros();
 
+// How many times, over all agents, a heartbeat or report was due a whole
+// interval or more before the ticker came to it (the simulator fell behind).
+int64_t LateTicks();
+
 // What the simulated agents tell the rest of the benchmark.
 struct SimEvents {
   // Every rank of `world_size` reports one exit per job: the job is done
@@ -38,9 +42,12 @@ struct SimAgentOptions {
   // A job's ranks exit 0.5-1.5 x this long after they were assigned (the
   // same draw for all of them, from the job id).
   int64_t job_seconds = 30;
-  // Where in each second this agent reports, so that N agents spread their
-  // reports over the second as unsynchronised nodes do.
+  // Where in each second of the steady clock this agent reports, so that N
+  // agents spread their reports over the second as unsynchronised nodes do.
   int64_t phase_us = 0;
+  // Heartbeats on the reports' grid too, rather than counted from the
+  // stream's opening (--burst puts every agent at phase 0).
+  bool heartbeats_on_phase = false;
 };
 
 class SimAgent {
