@@ -85,6 +85,9 @@ StoreWriter::Ticket JobManager::ApplyLocked(std::vector<Change>& changes) {
 }
 
 void JobManager::Deliver(const Effects& effects) {
+  for (const LogLine& line : effects.log) {
+    WriteLogLine(line.level, line.file, line.line, line.text);
+  }
   for (const AgentMessage& out : effects.messages) {
     if (!out.link->Send(out.message)) {
       TLOG_WARNING << "could not send to agent " << out.worker

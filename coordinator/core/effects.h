@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/log.h"
 #include "coordinator/agent_link.h"
 #include "coordinator/job_store.h"
 #include "coordinator/rendezvous.h"
@@ -88,14 +89,25 @@ using Change =
                  GenerationStarted, GenerationsEnded, RegroupPosted,
                  JobRendezvousDropped>;
 
+// A line for the coordinator's own log (stderr), which the shell writes:
+// the core does no I/O, and its tests can read what it would have said.
+struct LogLine {
+  LogLevel level = LogLevel::kInfo;
+  std::string text;
+  const char* file = "";  // where the core said it
+  int line = 0;
+};
+
 struct Effects {
   std::vector<Change> changes;  // in the order the core made them
   Outbox messages;              // sent once the changes are durable
+  std::vector<LogLine> log;     // written (outside the lock) before them
   // Agents whose lease expired while their stream still looked open: the
   // shell ends their links after sending the messages.
   std::vector<std::shared_ptr<AgentLink>> disconnect;
   bool empty() const {
-    return changes.empty() && messages.empty() && disconnect.empty();
+    return changes.empty() && messages.empty() && disconnect.empty() &&
+           log.empty();
   }
 };
 

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checkpoint_name.h"
-#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
 #include "coordinator/checkpoint_retention.h"
@@ -350,8 +349,8 @@ void JobCore::ReattachRanks(const v1::RegisterRequest& info,
     // follow, re-sent by the agent in that order.
     registry_.Occupy(info.name(), {job->id(), job->generation(), status.rank()},
                      rank->gpu_slot());
-    TLOG_INFO << "re-adopted rank " << status.rank() << " of " << job->id()
-              << " on " << info.name();
+    Log(LogLevel::kInfo, absl::StrCat("re-adopted rank ", status.rank(), " of ",
+                                      job->id(), " on ", info.name()));
     // A rank may be listed twice (not reaped yet, and its exit): one
     // cursor, or the agent would re-send its reports twice.
     if (adopted.insert({job->id(), status.rank()}).second) {

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/log.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "coordinator/job_state.h"
@@ -210,7 +209,7 @@ void JobCore::Transition(v1::Job& job, v1::JobState to,
                          const std::string& reason) {
   absl::Status allowed = CheckTransition(job.state(), to);
   if (!allowed.ok()) {
-    TLOG_ERROR << "job " << job.id() << ": " << allowed.message();
+    Log(LogLevel::kError, absl::StrCat("job ", job.id(), ": ", allowed.message()));
     return;
   }
   const int64_t now = now_;
@@ -239,8 +238,8 @@ void JobCore::Transition(v1::Job& job, v1::JobState to,
     job.set_finished_unix_ms(now);
     job.clear_pending_reason();
   }
-  TLOG_INFO << "job " << job.id() << ": " << StateName(t.from()) << " -> "
-            << StateName(to) << " (" << reason << ")";
+  Log(LogLevel::kInfo, absl::StrCat("job ", job.id(), ": ", StateName(t.from()),
+                                    " -> ", StateName(to), " (", reason, ")"));
   MarkDirty(job.id());
   save_now_ = true;
   v1::JobEvent event;

@@ -364,6 +364,11 @@ class JobCore {
   // EventAppended) and for the next Save.
   void RecordEvent(const std::string& job_id, v1::JobEvent event);
   void MarkDirty(const std::string& job_id) { dirty_.insert(job_id); }
+  // A line for the operator's log, as an effect (LogLine).
+  void Log(LogLevel level, std::string text, const char* file = __builtin_FILE(),
+           int line = __builtin_LINE()) {
+    effects_.log.push_back(LogLine{level, std::move(text), file, line});
+  }
   // The changed jobs and new events as one SaveJobs (durable when they
   // include a transition).
   void Save();

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "coordinator/core/job_core.h"
 #include "coordinator/job_state.h"
 
@@ -42,12 +41,13 @@ void JobCore::SetSchedulingConfig(SchedulingConfig config) {
   usage_.SetHalfLife(config.half_life_hours, now);
   const SchedulingConfig old = std::move(scheduling_);
   scheduling_ = std::move(config);
-  TLOG_INFO << "scheduling policy from " << scheduling_.origin << ": "
-            << scheduling_.classes.size() << " priority classes (default "
-            << scheduling_.default_class << "), "
-            << scheduling_.user_quotas.size() << " user and "
-            << scheduling_.group_quotas.size() << " group quotas, backfill "
-            << (scheduling_.backfill ? "on" : "off");
+  Log(LogLevel::kInfo,
+      absl::StrCat("scheduling policy from ", scheduling_.origin, ": ",
+                   scheduling_.classes.size(), " priority classes (default ",
+                   scheduling_.default_class, "), ",
+                   scheduling_.user_quotas.size(), " user and ",
+                   scheduling_.group_quotas.size(), " group quotas, backfill ",
+                   scheduling_.backfill ? "on" : "off"));
   for (const std::string& id : order_) {
     v1::Job& job = jobs_.at(id);
     // Only a class this reload removed: not one that was already gone, nor

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/vocabulary.h"
 #include "coordinator/core/job_core.h"

@@ -7,7 +7,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "coordinator/core/job_core.h"
 #include "coordinator/job_state.h"
 
@@ -77,7 +76,7 @@ void JobCore::RetireFinished() {
     // Final and present: Delete cannot refuse. A failed write is retried
     // by the shell's writer.
     Delete(id).IgnoreError();
-    TLOG_INFO << "deleted finished job " << id << " (retention)";
+    Log(LogLevel::kInfo, absl::StrCat("deleted finished job ", id, " (retention)"));
   }
 }
 

@@ -9,7 +9,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
 #include "coordinator/core/job_core.h"
 
 namespace trainctl::coordinator {
@@ -51,8 +50,9 @@ absl::Status JobCore::RegisterWorker(const v1::RegisterRequest& info,
   outbox.insert(outbox.end(), cancels.begin(), cancels.end());
   SchedulePass(&outbox);
   Save();
-  TLOG_INFO << "worker " << info.name() << " registered: " << info.slots()
-            << " slots at " << info.collective_host();
+  Log(LogLevel::kInfo, absl::StrCat("worker ", info.name(), " registered: ",
+                                    info.slots(), " slots at ",
+                                    info.collective_host()));
   return absl::OkStatus();
 }
 
@@ -86,7 +86,7 @@ void JobCore::LoseWorker(const std::string& worker, const AgentLink* link,
   if (registry_.Find(worker) == nullptr) return;
   std::set<WorkerRegistry::RankKey> lost = registry_.Remove(worker, link);
   if (registry_.Find(worker) != nullptr) return;  // a newer link owns the name
-  TLOG_WARNING << "worker " << worker << " lost: " << why;
+  Log(LogLevel::kWarning, absl::StrCat("worker ", worker, " lost: ", why));
   // Every rank the worker held is marked first: in-place recovery goes on
   // with the others only.
   std::map<std::string, WorkerRegistry::RankKey> first_lost;
