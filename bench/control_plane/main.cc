@@ -269,7 +269,6 @@ int main(int argc, char** argv) {
     agent.slots = o.slots;
     agent.job_seconds = o.job_seconds;
     agent.phase_us = o.burst ? 0 : spread(phases);
-    agent.heartbeats_on_phase = o.burst;
     agents.push_back(std::make_unique<tb::SimAgent>(
         agent,
         grpc::CreateCustomChannel(address, grpc::SslCredentials(tls), OwnConnection()),

@@ -262,9 +262,7 @@ void SimAgent::Tick(int64_t now_us, bool exits_allowed) {
     ++open_streams_;
     stream_ = new Stream(this, Registration());
     next_heartbeat_us_ =
-        options_.heartbeats_on_phase
-            ? FirstOnGridAfter(options_.phase_us, heartbeat_interval_us_, now_us)
-            : now_us + heartbeat_interval_us_;
+        FirstOnGridAfter(options_.phase_us, heartbeat_interval_us_, now_us);
     if (next_report_us_ == 0) {
       next_report_us_ = FirstOnGridAfter(options_.phase_us, kReportIntervalUs, now_us);
     }

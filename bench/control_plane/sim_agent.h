@@ -42,12 +42,11 @@ struct SimAgentOptions {
   // A job's ranks exit 0.5-1.5 x this long after they were assigned (the
   // same draw for all of them, from the job id).
   int64_t job_seconds = 30;
-  // Where in each second of the steady clock this agent reports, so that N
-  // agents spread their reports over the second as unsynchronised nodes do.
+  // Where in each second of the steady clock this agent heartbeats and
+  // reports, so that N agents spread them over the second as nodes started
+  // at different times do. (Counted from the stream's opening instead, all
+  // heartbeats came at once: the ticker opens every stream in one sweep.)
   int64_t phase_us = 0;
-  // Heartbeats on the reports' grid too, rather than counted from the
-  // stream's opening (--burst puts every agent at phase 0).
-  bool heartbeats_on_phase = false;
 };
 
 class SimAgent {
