@@ -140,6 +140,7 @@ absl::Status JobCore::OnRankCheckpoint(const std::string& worker,
         absl::StrCat("checkpoint of job ", job.id(), " reported outside ",
                      own_dir, "step-*.ckpt; not cataloged"));
   }
+  const CheckpointName file = *parsed;
   // The name fences generations (a stale writer has its own files): the
   // one reported must be this generation's file of this step. Or the
   // previous generation's, when this one was formed in place: the same
@@ -147,9 +148,9 @@ absl::Status JobCore::OnRankCheckpoint(const std::string& worker,
   auto in_place = in_place_generation_.find(job.id());
   const bool same_process = in_place != in_place_generation_.end() &&
                             in_place->second == message.generation() &&
-                            parsed->generation == message.generation() - 1;
-  if (parsed->step != info.step() ||
-      (parsed->generation != 0 && parsed->generation != message.generation() &&
+                            file.generation == message.generation() - 1;
+  if (file.step != info.step() ||
+      (file.generation != 0 && file.generation != message.generation() &&
        !same_process)) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint of job ", job.id(), " at step ", info.step(),
@@ -157,7 +158,7 @@ absl::Status JobCore::OnRankCheckpoint(const std::string& worker,
                      name, "; not cataloged"));
   }
   info.set_job_id(job.id());
-  info.set_generation(parsed->generation != 0 ? parsed->generation
+  info.set_generation(file.generation != 0 ? file.generation
                                               : message.generation());
   CheckpointRecord record;
   record.job_id = job.id();

@@ -303,7 +303,9 @@ TEST_F(InPlaceTest, ACheckpointWrittenJustBeforeTheRegroupIsCataloged) {
   ASSERT_TRUE(catalog.ok()) << catalog.status();
   for (const v1::Checkpoint& c : *catalog) {
     steps.push_back(c.step());
-    if (c.step() == 30) EXPECT_EQ(c.generation(), 1);
+    if (c.step() == 30) {
+      EXPECT_EQ(c.generation(), 1);
+    }
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{10, 30}));
   EXPECT_EQ(report(40, "step-000000040-g3.ckpt", 2).code(),
