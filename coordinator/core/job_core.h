@@ -260,6 +260,15 @@ class JobCore {
   // the job's reason and log name the loss as the cause.
   void NameLossAfterPeerExit(v1::Job& job, const std::string& worker, int rank,
                              const std::string& why);
+  // A rank's failed exit heard just after a peer's exit that only reported
+  // losing it (a collective's "reset by peer") ended the generation: the
+  // job's reason and log name this exit as the cause.
+  void NameExitAfterPeerExit(v1::Job& job, int rank, const std::string& exit,
+                             const std::string& message);
+  // Both of the above: `cause` (of `rank`) explains the generation that a
+  // peer's exit ended a moment ago.
+  void NameCauseOfEndedGeneration(v1::Job& job, int rank,
+                                  const std::string& cause);
 
   // --- fault tolerance (faults.cc) ---
   // The current generation cannot go on: kill its ranks, then restart from

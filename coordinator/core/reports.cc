@@ -86,6 +86,14 @@ absl::Status JobCore::OnRankStatus(const std::string& worker,
              absl::StrCat("all ", job.ranks_size(), " ranks finished"),
              &outbox);
     }
+  } else if (status.exit_code() != 0 &&
+             status.generation() == job.generation() &&
+             job.state() == v1::JOB_STATE_RESTARTING) {
+    // The generation this rank ran in ended on a peer's exit a moment ago.
+    std::string exit = absl::StrCat("rank ", status.rank(), " on worker ", worker,
+                                    " exited with code ", status.exit_code());
+    if (!message.empty()) absl::StrAppend(&exit, ": ", message);
+    NameExitAfterPeerExit(job, status.rank(), exit, message);
   }
   SchedulePass(&outbox);  // a slot came free
   Save();

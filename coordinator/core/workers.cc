@@ -118,13 +118,46 @@ void JobCore::LoseWorker(const std::string& worker, const AgentLink* link,
   SchedulePass(outbox);
 }
 
+namespace {
+
+// What a rank's collective says when its peer died first (Gloo's TCP pair,
+// NCCL's socket errors): its exit is a symptom of another's.
+bool SaysItLostAPeer(const std::string& text) {
+  for (const char* symptom :
+       {"by peer", "Broken pipe", "remote process exited"}) {
+    if (absl::StrContains(text, symptom)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void JobCore::NameLossAfterPeerExit(v1::Job& job, const std::string& worker,
                                     int rank, const std::string& why) {
   // When a node dies, its peers' collectives fail at once (Gloo: "connection
   // reset by peer") and their exits can reach the coordinator a moment
-  // before the dead node's stream closes. The generation has then ended on
-  // a symptom; the restart stays one, but the reason should name the cause.
-  // Only right after that end: a loss minutes later is news of its own.
+  // before the dead node's stream closes.
+  NameCauseOfEndedGeneration(
+      job, rank,
+      absl::StrCat("worker ", worker, " running rank ", rank, " was lost: ", why));
+}
+
+void JobCore::NameExitAfterPeerExit(v1::Job& job, int rank,
+                                    const std::string& exit,
+                                    const std::string& message) {
+  // A rank that dies takes its peers' collectives with it; the peer whose
+  // agent reports first ends the generation with "reset by peer".
+  if (job.transitions_size() == 0 || SaysItLostAPeer(message)) return;
+  const v1::Transition& ended = job.transitions(job.transitions_size() - 1);
+  if (!SaysItLostAPeer(ended.reason())) return;
+  NameCauseOfEndedGeneration(job, rank, exit);
+}
+
+void JobCore::NameCauseOfEndedGeneration(v1::Job& job, int rank,
+                                         const std::string& cause) {
+  // The generation ended on a symptom; the restart stays one, but the
+  // reason should name the cause. Only right after that end: news minutes
+  // later is news of its own.
   if (job.transitions_size() == 0) return;
   const v1::Transition& ended = job.transitions(job.transitions_size() - 1);
   if (ended.to() != v1::JOB_STATE_RESTARTING ||
@@ -133,15 +166,13 @@ void JobCore::NameLossAfterPeerExit(v1::Job& job, const std::string& worker,
       !absl::StrContains(ended.reason(), " exited with code ")) {
     return;
   }
-  const std::string loss = absl::StrCat("worker ", worker, " running rank ",
-                                        rank, " was lost: ", why);
   job.set_reason(absl::StrCat(
-      loss, " (the exit before it was most likely a symptom: ", ended.reason(),
+      cause, " (the exit before it was most likely a symptom: ", ended.reason(),
       ")"));
   MarkDirty(job.id());
   RecordNote(
       job, rank,
-      absl::StrCat("[trainctl] ", loss, ", ", now_ - ended.time_unix_ms(),
+      absl::StrCat("[trainctl] ", cause, ", ", now_ - ended.time_unix_ms(),
                    " ms after a peer's exit ended generation ",
                    job.generation(), ": that exit was most likely a symptom"));
 }

@@ -3,6 +3,7 @@
 // spares and growing back. job_core_test has the lost worker, restarts,
 // in-place recovery, the catalog and retention.
 
+#include "absl/strings/match.h"
 #include "common/rank_exit.h"
 #include "coordinator/scheduling_config.h"
 #include "job_core_fixture.h"
@@ -354,6 +355,83 @@ TEST_F(JobCoreTest, AnElasticJobGrowsAtItsNextCheckpointWhenASlotFrees) {
     EXPECT_EQ(m.message.assign().ranks(0).resume().step(), 20);
   }
 }
+
+// --- Which exit caused a restart: a rank that dies takes its peers'
+// collectives with it, and whichever agent reports first ends the
+// generation; a peer's "reset by peer" is a symptom, the other the cause.
+
+struct ExitOrderCase {
+  std::string name;
+  std::string first, second;  // the exits' messages: rank 1's, then rank 0's
+  std::string restart;  // what the restart's transition names
+  bool noted;           // the job's log names the later exit as the cause
+};
+
+class ExitOrderTest : public JobCoreTest,
+                      public ::testing::WithParamInterface<ExitOrderCase> {};
+
+TEST_P(ExitOrderTest, TheRestartNamesTheCauseNotTheSymptom) {
+  const ExitOrderCase& c = GetParam();
+  Register("w1");
+  Register("w2");
+  const std::string id = Submit(TwoRankSpec("{max_restarts: 2}"));
+  auto exit = [&](const std::string& worker, int rank, int code,
+                  const std::string& message) {
+    v1::RankStatus status;
+    status.set_job_id(id);
+    status.set_generation(1);
+    status.set_rank(rank);
+    status.set_exit_code(code);
+    status.set_message(message);
+    return core_.OnRankStatus(worker, status);
+  };
+  ASSERT_TRUE(exit("w2", 1, 1, c.first).ok());
+  At(3);  // the other agent's report, 3 ms later
+  ASSERT_TRUE(exit("w1", 0, 4, c.second).ok());
+  // Re-sent after a reconnect: refused (generation 1 is over), no new note.
+  EXPECT_FALSE(exit("w1", 0, 4, c.second).ok());
+  const v1::Job job = Job(id);
+  std::string restart;
+  for (const v1::Transition& t : job.transitions()) {
+    if (t.to() == v1::JOB_STATE_RESTARTING) restart = t.reason();
+  }
+  EXPECT_THAT(restart, HasSubstr(c.restart));
+  int notes = 0;
+  for (const Change& change : core_.TakeEffects().changes) {
+    const auto* appended = std::get_if<EventAppended>(&change);
+    if (appended != nullptr && appended->event.has_log() &&
+        absl::StrContains(appended->event.log().text(), "most likely a symptom")) {
+      ++notes;
+      EXPECT_EQ(appended->event.log().text(),
+                "[trainctl] rank 0 on worker w1 exited with code 4: " + c.second +
+                    ", 3 ms after a peer's exit ended generation 1: that exit "
+                    "was most likely a symptom");
+    }
+  }
+  EXPECT_EQ(notes, c.noted ? 1 : 0);
+  // Both old ranks stopped, so generation 2 started at once.
+  EXPECT_EQ(job.generation(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    JobCore, ExitOrderTest,
+    ::testing::Values(
+        ExitOrderCase{"TheSymptomHeardFirstIsCorrected",
+                      "Read error [127.0.0.1]:25230: Connection reset by peer",
+                      "fault hook: dying halfway through a checkpoint",
+                      "rank 1 on worker w2 exited with code 1", true},
+        ExitOrderCase{"TheCauseHeardFirstStays",
+                      "fault hook: dying halfway through a checkpoint",
+                      "Read error [127.0.0.1]:25230: Connection reset by peer",
+                      "rank 1 on worker w2 exited with code 1: fault hook", false},
+        ExitOrderCase{"TwoFailuresOfTheirOwnKeepTheFirst", "out of memory",
+                      "fault hook: dying halfway through a checkpoint",
+                      "rank 1 on worker w2 exited with code 1: out of memory",
+                      false},
+        ExitOrderCase{"TwoSymptomsKeepTheFirst",
+                      "Connection reset by peer", "Connection closed by peer",
+                      "rank 1 on worker w2 exited with code 1", false}),
+    [](const auto& info) { return info.param.name; });
 
 // --- The core's own log lines are effects too (the shell writes them).
 
