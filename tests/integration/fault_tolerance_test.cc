@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "fault_test_util.h"
 #include "local_cluster.h"
 
@@ -153,7 +154,18 @@ TEST(FaultToleranceTest, CrashWhileWritingACheckpointKeepsThePreviousOne) {
     v1::Job done = WaitUntilFinal(*cluster, job.id());
     ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
     ASSERT_EQ(RestartReasons(done).size(), 1u);
-    EXPECT_THAT(RestartReasons(done)[0], HasSubstr("exited with code 4"));
+    // Rank 1's all-reduce fails with rank 0 ("reset by peer"), and
+    // whichever exit the coordinator hears first ends the generation: the
+    // restart names rank 0's, or the job's log corrects it a moment later.
+    bool corrected = false;
+    for (const v1::JobEvent& e : cluster->Events(job.id())) {
+      corrected |= e.has_log() &&
+                   absl::StrContains(e.log().text(), "exited with code 4") &&
+                   absl::StrContains(e.log().text(), "most likely a symptom");
+    }
+    EXPECT_TRUE(absl::StrContains(RestartReasons(done)[0], "exited with code 4") ||
+                corrected)
+        << RestartReasons(done)[0];
     EXPECT_THAT(RestartReasons(done)[0],
                 HasSubstr("from the checkpoint at step 20"));
     // The half-written file never became a checkpoint, and its temporary
