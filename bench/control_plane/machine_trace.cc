@@ -1,5 +1,6 @@
 #include "bench/control_plane/machine_trace.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>

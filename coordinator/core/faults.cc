@@ -159,7 +159,7 @@ absl::Status JobCore::OnRankCheckpoint(const std::string& worker,
   }
   info.set_job_id(job.id());
   info.set_generation(file.generation != 0 ? file.generation
-                                              : message.generation());
+                                           : message.generation());
   CheckpointRecord record;
   record.job_id = job.id();
   record.step = info.step();
