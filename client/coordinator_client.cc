@@ -11,6 +11,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -59,9 +60,24 @@ absl::StatusOr<Response> CoordinatorClient::Unary(
   Response response;
   grpc::ClientContext context;
   SetDeadline(&context);
-  absl::Status status =
-      FromGrpcStatus(((*stub_).*method)(&context, request, &response));
-  if (!status.ok()) return status;
+  grpc::Status status = ((*stub_).*method)(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(), "failed to connect")) {
+    // The call never left this process: gRPC found no connection. Debian's
+    // gRPC 1.51 can take a connect still in progress for a failed one
+    // (grpc/grpc#35064: "No such file or directory"), so the call waits
+    // once for the channel, briefly: a coordinator that is really down is
+    // still reported with the first error, within seconds.
+    grpc::ClientContext again;
+    again.set_wait_for_ready(true);
+    again.set_deadline(absl::ToChronoTime(
+        absl::Now() + std::min(rpc_timeout_, kConnectRetryWindow)));
+    const grpc::Status retried = ((*stub_).*method)(&again, request, &response);
+    if (retried.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      status = retried;
+    }
+  }
+  if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 
@@ -77,13 +93,32 @@ absl::StatusOr<v1::SubmitJobResponse> CoordinatorClient::SubmitJob(
 
 absl::StatusOr<v1::PutFileResponse> CoordinatorClient::PutFile(
     const std::string& path, const std::string& sha256, int64_t size) {
+  const absl::Duration timeout = rpc_timeout_ + absl::Seconds(size >> 20);
+  grpc::Status status;
+  absl::StatusOr<v1::PutFileResponse> sent =
+      PutFileOnce(path, sha256, size, timeout, /*wait_for_ready=*/false, &status);
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      absl::StrContains(status.error_message(), "failed to connect")) {
+    // As in Unary: nothing left this process; wait once for the channel.
+    grpc::Status again;
+    absl::StatusOr<v1::PutFileResponse> resent = PutFileOnce(
+        path, sha256, size, std::min(timeout, kConnectRetryWindow),
+        /*wait_for_ready=*/true, &again);
+    if (again.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) return resent;
+  }
+  return sent;
+}
+
+absl::StatusOr<v1::PutFileResponse> CoordinatorClient::PutFileOnce(
+    const std::string& path, const std::string& sha256, int64_t size,
+    absl::Duration timeout, bool wait_for_ready, grpc::Status* status) {
   std::ifstream in(path, std::ios::binary);
   if (!in.is_open()) {
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   }
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_ +
-                                          absl::Seconds(size >> 20)));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context.set_wait_for_ready(wait_for_ready);
   v1::PutFileResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::PutFileRequest>> writer =
       stub_->PutFile(&context, &response);
@@ -103,8 +138,8 @@ absl::StatusOr<v1::PutFileResponse> CoordinatorClient::PutFile(
     first = false;
   }
   writer->WritesDone();
-  absl::Status status = FromGrpcStatus(writer->Finish());
-  if (!status.ok()) return status;
+  *status = writer->Finish();
+  if (!status->ok()) return FromGrpcStatus(*status);
   return response;
 }
 

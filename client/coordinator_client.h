@@ -86,12 +86,23 @@ class CoordinatorClient {
   absl::Status Watch(const std::string& job_id, int64_t from_seq, bool follow,
                      const std::function<void(const v1::JobEvent&)>& on_event);
   // One unary Jobs call with the client's deadline: its response, or its
-  // status as an absl::Status.
+  // status as an absl::Status. A call that found no connection is made
+  // once more, waiting up to kConnectRetryWindow for the channel.
   template <typename Request, typename Response>
   absl::StatusOr<Response> Unary(
       grpc::Status (v1::Jobs::Stub::*method)(grpc::ClientContext*,
                                              const Request&, Response*),
       const Request& request);
+
+  // One upload of `path`; `status` is gRPC's, for PutFile's second try.
+  absl::StatusOr<v1::PutFileResponse> PutFileOnce(const std::string& path,
+                                                  const std::string& sha256,
+                                                  int64_t size,
+                                                  absl::Duration timeout,
+                                                  bool wait_for_ready,
+                                                  grpc::Status* status);
+
+  static constexpr absl::Duration kConnectRetryWindow = absl::Seconds(2);
 
   std::string address_;
   absl::Duration rpc_timeout_;

@@ -1,6 +1,7 @@
 // logs / metrics / plot end to end against an in-process fake Jobs service
 // on a unix socket: folding, CSV/JSONL, --from-seq, the end of a
-// non-following read of a running job, and -f across a broken stream.
+// non-following read of a running job, and -f across a broken stream; and
+// a one-shot command's second try when its call found no connection.
 
 #include <gmock/gmock.h>
 #include <grpcpp/server.h>
@@ -290,6 +291,49 @@ TEST_F(StreamCliTest, MalformedConfigFileIsAUsageErrorNamingFileAndKey) {
   EXPECT_EQ(Run({"logs", "j-done", "--rank", "1", "-o", "table"}), 0);
   EXPECT_EQ(out_, "[rank 1] hello\n[rank 1] only one\n");
   std::filesystem::remove_all(dir);
+}
+
+// A one-shot command whose call found no connection waits once for the
+// channel (Debian's gRPC 1.51 can fail a connect still in progress,
+// grpc/grpc#35064). Here the first try finds no coordinator at all and
+// one comes up a moment later; without the second try the command fails.
+TEST(OneShotCliTest, ACallThatFoundNoConnectionWaitsOnceForTheCoordinator) {
+  setenv("XDG_CONFIG_HOME", "/nonexistent-trainctl-test", 1);
+  const std::string socket =
+      "unix:/tmp/trainctl_late_coordinator_" + std::to_string(getpid()) + ".sock";
+  FakeJobs service;
+  std::unique_ptr<grpc::Server> server;
+  std::thread comes_up([&] {
+    // Well inside the channel's first reconnect (0.5 s after the failure).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  });
+  std::vector<const char*> args{"trainctl", "--coordinator", socket.c_str(),
+                                "--insecure", "status", "j-done"};
+  std::ostringstream out, err;
+  const int code = RunCli(static_cast<int>(args.size()), args.data(), out, err);
+  comes_up.join();
+  ASSERT_NE(server, nullptr);
+  server->Shutdown();
+  EXPECT_EQ(code, 0) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("j-done"));
+}
+
+// A coordinator that stays down is reported with the connect error, not
+// the second try's deadline.
+TEST(OneShotCliTest, ACoordinatorThatStaysDownIsReportedAsUnreachable) {
+  setenv("XDG_CONFIG_HOME", "/nonexistent-trainctl-test", 1);
+  const std::string socket =
+      "unix:/tmp/trainctl_no_coordinator_" + std::to_string(getpid()) + ".sock";
+  std::vector<const char*> args{"trainctl", "--coordinator", socket.c_str(),
+                                "--insecure", "status", "j-done"};
+  std::ostringstream out, err;
+  EXPECT_NE(RunCli(static_cast<int>(args.size()), args.data(), out, err), 0);
+  EXPECT_THAT(err.str(), HasSubstr("failed to connect"));
+  EXPECT_THAT(err.str(), ::testing::Not(HasSubstr("Deadline")));
 }
 
 }  // namespace
