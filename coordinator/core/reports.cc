@@ -56,6 +56,11 @@ absl::Status JobCore::OnRankStatus(const std::string& worker,
     rank->set_message(message);
     MarkDirty(job.id());
   }
+  // How a failed exit is named in reasons and notes.
+  std::string exit =
+      absl::StrCat("rank ", status.rank(), " on worker ", worker,
+                   " exited with code ", status.exit_code());
+  if (!message.empty()) absl::StrAppend(&exit, ": ", message);
   const bool config_error = status.exit_code() == kRankExitConfigError;
   if (!config_error && OnStoppedRank(job, worker, status, &outbox)) {
     // preemption's own: a stop on request, or a preempted generation
@@ -71,12 +76,8 @@ absl::Status JobCore::OnRankStatus(const std::string& worker,
            &outbox);
   } else if (current) {
     if (status.exit_code() != 0) {
-      std::string why =
-          absl::StrCat("rank ", status.rank(), " on worker ", worker,
-                       " exited with code ", status.exit_code());
-      if (!message.empty()) absl::StrAppend(&why, ": ", message);
-      if (!RecoverInPlace(job, why, &outbox)) {
-        EndGeneration(job, why, /*counted=*/true, &outbox);
+      if (!RecoverInPlace(job, exit, &outbox)) {
+        EndGeneration(job, exit, /*counted=*/true, &outbox);
       }
     } else if (std::all_of(job.ranks().begin(), job.ranks().end(),
                            [](const v1::RankInfo& r) {
@@ -90,9 +91,6 @@ absl::Status JobCore::OnRankStatus(const std::string& worker,
              status.generation() == job.generation() &&
              job.state() == v1::JOB_STATE_RESTARTING) {
     // The generation this rank ran in ended on a peer's exit a moment ago.
-    std::string exit = absl::StrCat("rank ", status.rank(), " on worker ", worker,
-                                    " exited with code ", status.exit_code());
-    if (!message.empty()) absl::StrAppend(&exit, ": ", message);
     NameExitAfterPeerExit(job, status.rank(), exit, message);
   }
   SchedulePass(&outbox);  // a slot came free
