@@ -18,6 +18,18 @@
 #include "common/grpc_status.h"
 
 namespace trainctl::client {
+namespace {
+
+// gRPC found no connection for the call, so it never left this process.
+// Debian's gRPC 1.51 can take a connect still in progress for a failed one
+// (grpc/grpc#35064: "No such file or directory"): such a call is made once
+// more, waiting briefly for the channel.
+bool FoundNoConnection(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+         absl::StrContains(status.error_message(), "failed to connect");
+}
+
+}  // namespace
 
 CoordinatorClient::CoordinatorClient(std::string address,
                                      ClientSecurity security,
@@ -61,13 +73,9 @@ absl::StatusOr<Response> CoordinatorClient::Unary(
   grpc::ClientContext context;
   SetDeadline(&context);
   grpc::Status status = ((*stub_).*method)(&context, request, &response);
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      absl::StrContains(status.error_message(), "failed to connect")) {
-    // The call never left this process: gRPC found no connection. Debian's
-    // gRPC 1.51 can take a connect still in progress for a failed one
-    // (grpc/grpc#35064: "No such file or directory"), so the call waits
-    // once for the channel, briefly: a coordinator that is really down is
-    // still reported with the first error, within seconds.
+  if (FoundNoConnection(status)) {
+    // A coordinator that is really down is still reported with the first
+    // error, within seconds.
     grpc::ClientContext again;
     again.set_wait_for_ready(true);
     again.set_deadline(absl::ToChronoTime(
@@ -97,9 +105,7 @@ absl::StatusOr<v1::PutFileResponse> CoordinatorClient::PutFile(
   grpc::Status status;
   absl::StatusOr<v1::PutFileResponse> sent =
       PutFileOnce(path, sha256, size, timeout, /*wait_for_ready=*/false, &status);
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-      absl::StrContains(status.error_message(), "failed to connect")) {
-    // As in Unary: nothing left this process; wait once for the channel.
+  if (FoundNoConnection(status)) {
     grpc::Status again;
     absl::StatusOr<v1::PutFileResponse> resent = PutFileOnce(
         path, sha256, size, std::min(timeout, kConnectRetryWindow),
