@@ -4,18 +4,25 @@
 // state (a replacement) or an older one (a survivor a step behind); a rank
 // that is not a taker is not involved; a taker whose model differs refuses
 // before anything of it changes, and the sender goes on; a lost sender is
-// UNAVAILABLE to its taker, not a hang.
+// UNAVAILABLE to its taker, not a hang, and one lost halfway leaves the
+// taker's state as it was. As in an in-place job's ranks, an abandon check
+// is installed (collective_wait.h): a transfer whose peer is cut off ends
+// on both sides once the check says so, the taker's state unchanged.
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/spec.h"
 #include "worker/train/collective_group.h"
+#include "worker/train/collective_wait.h"
 #include "worker/train/models/model.h"
 #include "worker/train/optim/optimizer_state.h"
 #include "worker/train/optim/optimizers.h"
@@ -84,9 +91,8 @@ void ExpectSameModel(const std::vector<torch::Tensor>& a, const std::vector<torc
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
 }
 
-void ExpectSameOptimizerState(Rank& a, Rank& b) {
-  const std::vector<ParamOptimizerState> x = ExportOptimizerState(*a.optimizer, a.params);
-  const std::vector<ParamOptimizerState> y = ExportOptimizerState(*b.optimizer, b.params);
+void ExpectSameOptimizerState(const std::vector<ParamOptimizerState>& x,
+                              const std::vector<ParamOptimizerState>& y) {
   ASSERT_EQ(x.size(), y.size());
   for (size_t i = 0; i < x.size(); ++i) {
     SCOPED_TRACE(i);
@@ -99,6 +105,66 @@ void ExpectSameOptimizerState(Rank& a, Rank& b) {
     }
   }
 }
+
+void ExpectSameOptimizerState(Rank& a, Rank& b) {
+  ExpectSameOptimizerState(ExportOptimizerState(*a.optimizer, a.params),
+                           ExportOptimizerState(*b.optimizer, b.params));
+}
+
+// A sender's group that passes its first `sends` sends on (each waited
+// here, so it has arrived; a Gloo work is waited once, so the caller gets
+// one that is done), then fails the rest as a process that died (`lost`),
+// or never sends them, as one cut off without a TCP reset: their works
+// finish only when aborted.
+class SendsThenStops : public CollectiveGroup {
+ public:
+  SendsThenStops(GroupPtr inner, int sends, bool lost)
+      : CollectiveGroup(inner->getRank(), inner->getSize()),
+        inner_(std::move(inner)), sends_(sends), lost_(lost) {}
+
+  const std::string getBackendName() const override { return "test"; }
+
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int to,
+                                      int tag) override {
+    if (sends_-- > 0) {
+      inner_->send(tensors, to, tag)->wait();
+      return c10::make_intrusive<Delivered>();
+    }
+    if (lost_) throw std::runtime_error("test: the sender's process died");
+    return c10::make_intrusive<NeverSent>();
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int from,
+                                      int tag) override {
+    return inner_->recv(tensors, from, tag);
+  }
+
+ private:
+  class Delivered : public c10d::Work {
+   public:
+    Delivered() { finish(); }
+  };
+  class NeverSent : public c10d::Work {
+   public:
+    void abort() override { finish(); }
+  };
+
+  GroupPtr inner_;
+  int sends_;
+  bool lost_;
+};
+
+// Installed for every test, as rank_main does for an in-place job.
+class StateTransferTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetAbandonCheck([this]() -> std::string {
+      return abandoned_.load() ? "the coordinator recovered without this rank's group" : "";
+    });
+  }
+  void TearDown() override { SetAbandonCheck(nullptr); }
+
+  std::atomic<bool> abandoned_{false};
+};
 
 // What each rank's call returned; ranks not sending nor taking call nothing.
 struct Outcome {
@@ -136,7 +202,7 @@ Outcome Transfer(std::vector<Rank*> ranks, int source, const std::vector<int>& t
   return out;
 }
 
-TEST(StateTransferTest, ATakerEndsWithTheSendersModelOptimizerAndCursor) {
+TEST_F(StateTransferTest, ATakerEndsWithTheSendersModelOptimizerAndCursor) {
   for (const std::string optimizer :
        {"{type: adamw, lr: 0.01}", "{type: adafactor}", "{type: adam8bit, lr: 0.001}",
         "{type: sgd, lr: 0.1, momentum: 0.9}"}) {
@@ -182,7 +248,7 @@ TEST(StateTransferTest, ATakerEndsWithTheSendersModelOptimizerAndCursor) {
   }
 }
 
-TEST(StateTransferTest, ARankThatIsNoTakerKeepsItsOwnState) {
+TEST_F(StateTransferTest, ARankThatIsNoTakerKeepsItsOwnState) {
   const v1::JobSpec spec = Spec("{type: adamw, lr: 0.01}", 64);
   Rank source(spec, 2, 3), taker(spec, 3, 0), bystander(spec, 4, 3);
   const std::vector<torch::Tensor> own = bystander.ModelTensors();
@@ -193,7 +259,7 @@ TEST(StateTransferTest, ARankThatIsNoTakerKeepsItsOwnState) {
   ExpectSameModel(taker.ModelTensors(), source.ModelTensors());
 }
 
-TEST(StateTransferTest, ATakerOfAnotherModelRefusesUnchangedAndTheSenderGoesOn) {
+TEST_F(StateTransferTest, ATakerOfAnotherModelRefusesUnchangedAndTheSenderGoesOn) {
   Rank source(Spec("{type: adamw, lr: 0.01}", 64), 2, 3);
   Rank other(Spec("{type: adamw, lr: 0.01}", 32), 3, 1);
   Rank same(Spec("{type: adamw, lr: 0.01}", 64), 4, 0);
@@ -212,7 +278,7 @@ TEST(StateTransferTest, ATakerOfAnotherModelRefusesUnchangedAndTheSenderGoesOn) 
   ExpectSameModel(same.ModelTensors(), source.ModelTensors());
 }
 
-TEST(StateTransferTest, ALostSenderIsUnavailableToItsTakerNotAHang) {
+TEST_F(StateTransferTest, ALostSenderIsUnavailableToItsTakerNotAHang) {
   const v1::JobSpec spec = Spec("{type: adamw, lr: 0.01}", 64);
   Rank taker(spec, 3, 0);
   auto store = c10::make_intrusive<c10d::HashStore>();
@@ -238,6 +304,81 @@ TEST(StateTransferTest, ALostSenderIsUnavailableToItsTakerNotAHang) {
   EXPECT_NE(got.status().message().find("receiving the training state from rank 0"),
             std::string::npos)
       << got.status();
+}
+
+// The header and the first two model tensors arrive, then the sender is
+// lost: the taker's model and optimizer are as they were (it may be the
+// furthest survivor at the regroup's next try, so half a state would be
+// trained on as if it were whole).
+TEST_F(StateTransferTest, ASenderLostHalfwayLeavesTheTakersStateAsItWas) {
+  const v1::JobSpec spec = Spec("{type: adamw, lr: 0.01}", 64);
+  Rank source(spec, 2, 3);
+  Rank taker(spec, 1, 2);  // a survivor one step behind
+  const std::vector<torch::Tensor> own = taker.ModelTensors();
+  const std::vector<ParamOptimizerState> own_optimizer =
+      ExportOptimizerState(*taker.optimizer, taker.params);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  GroupOptions options;
+  options.timeout = std::chrono::milliseconds(20'000);
+  auto sender = std::async(std::launch::async, [&] {
+    GroupPtr group = MakeGlooGroup(store, 0, 2, options);
+    SendsThenStops lost_halfway(group, /*sends=*/4, /*lost=*/true);  // length, header, 2 tensors
+    StateTransferStats stats;
+    absl::Status sent = SendTrainingState(lost_halfway, {1}, source.Refs(), {}, &stats);
+    ShutdownGroup(*group);  // its sockets close with the process
+    return sent;
+  });
+  GroupPtr group = MakeGlooGroup(store, 1, 2, options);
+  StateTransferStats stats;
+  const absl::StatusOr<TrainingCursor> got =
+      ReceiveTrainingState(*group, 0, taker.Refs(), &stats);
+  const absl::Status sent = sender.get();
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnavailable) << sent;
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  ExpectSameModel(taker.ModelTensors(), own);
+  ExpectSameOptimizerState(ExportOptimizerState(*taker.optimizer, taker.params), own_optimizer);
+  ShutdownGroup(*group);
+}
+
+// The sender is cut off after the first two model tensors: neither side
+// hears of it from the group. Once the coordinator says so (the abandon
+// check), both calls end UNAVAILABLE, long before the group's timeout, and
+// the taker's state is as it was.
+TEST_F(StateTransferTest, ATransferCutOffHalfwayEndsWhenAbandonedAndChangesNothing) {
+  const v1::JobSpec spec = Spec("{type: adamw, lr: 0.01}", 64);
+  Rank source(spec, 2, 3);
+  Rank taker(spec, 3, 0);  // a replacement
+  const std::vector<torch::Tensor> own = taker.ModelTensors();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  GroupOptions options;
+  options.timeout = std::chrono::milliseconds(600'000);  // far beyond the test's
+  std::vector<GroupPtr> groups(2);
+  auto sender = std::async(std::launch::async, [&] {
+    groups[0] = MakeGlooGroup(store, 0, 2, options);
+    SendsThenStops cut_off(groups[0], /*sends=*/4, /*lost=*/false);
+    StateTransferStats stats;
+    return SendTrainingState(cut_off, {1}, source.Refs(), {}, &stats);
+  });
+  auto receiver = std::async(std::launch::async, [&] {
+    groups[1] = MakeGlooGroup(store, 1, 2, options);
+    StateTransferStats stats;
+    return ReceiveTrainingState(*groups[1], 0, taker.Refs(), &stats);
+  });
+  // Both wait on the transfer until the coordinator gives the group up.
+  EXPECT_EQ(receiver.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout);
+  abandoned_.store(true);
+  ASSERT_EQ(receiver.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_EQ(sender.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const absl::StatusOr<TrainingCursor> got = receiver.get();
+  const absl::Status sent = sender.get();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_NE(got.status().message().find("the coordinator recovered"), std::string::npos)
+      << got.status();
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnavailable) << sent;
+  EXPECT_NE(sent.message().find("the coordinator recovered"), std::string::npos) << sent;
+  ExpectSameModel(taker.ModelTensors(), own);
+  // As a rank does with an abandoned group: kept, not closed.
+  for (GroupPtr& g : groups) KeepAbandonedGroup(std::move(g));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "worker/train/collective_wait.h"
 #include "worker/train/optim/optimizer_state.h"
 
 namespace trainctl::train {
@@ -28,7 +29,6 @@ constexpr char kModelPrefix[] = "model/";
 constexpr char kOptimizerPrefix[] = "opt/";
 
 using Clock = std::chrono::steady_clock;
-using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
 double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -44,11 +44,6 @@ void Receive(CollectiveGroup& group, const torch::Tensor& into, int from, int ta
              std::vector<WorkPtr>& works) {
   std::vector<torch::Tensor> one{into};
   works.push_back(group.recv(one, from, tag));
-}
-
-void WaitAll(std::vector<WorkPtr>& works) {
-  for (WorkPtr& work : works) work->wait();
-  works.clear();
 }
 
 // One tensor of the state, in the order they travel.
@@ -118,8 +113,11 @@ std::string EncodeHeader(const std::vector<Piece>& pieces, const std::vector<int
 struct Plan {
   TrainingCursor cursor;
   std::vector<torch::Tensor> into;  // in the header's order
-  // Model tensors that are not contiguous: received into a stand-in.
-  std::vector<std::pair<torch::Tensor, torch::Tensor>> copy_back;  // {live, stand-in}
+  // Every model tensor is received into a stand-in and copied in only once
+  // all have arrived: a source lost halfway leaves this rank's model as it
+  // was (it may be the furthest survivor at the next try), and an
+  // abandoned receive stays posted into memory nobody uses.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copy_in;  // {live, stand-in}
   std::vector<ParamOptimizerState> optimizer;
 };
 
@@ -178,12 +176,8 @@ absl::StatusOr<Plan> PlanReceive(torch::serialize::InputArchive& archive, int so
             " (is its model built from another spec?)"));
       }
       torch::Tensor live = mine[i].second.detach();
-      if (live.is_contiguous()) {
-        plan.into.push_back(live);
-      } else {
-        plan.into.push_back(torch::empty_like(live, at::MemoryFormat::Contiguous));
-        plan.copy_back.emplace_back(live, plan.into.back());
-      }
+      plan.into.push_back(torch::empty_like(live, at::MemoryFormat::Contiguous));
+      plan.copy_in.emplace_back(live, plan.into.back());
       continue;
     }
     // "opt/<parameter index>/<field>"
@@ -246,7 +240,7 @@ absl::Status SendTrainingState(CollectiveGroup& group, const std::vector<int>& t
       answers.push_back(torch::zeros({1}, torch::dtype(torch::kInt64).device(device)));
       Receive(group, answers.back(), taker, kAnswerTag, works);
     }
-    WaitAll(works);
+    WaitForPointToPoint(works);
     for (size_t t = 0; t < takers.size(); ++t) {
       peer = takers[t];
       if (answers[t].item<int64_t>() != 1) {
@@ -257,7 +251,7 @@ absl::Status SendTrainingState(CollectiveGroup& group, const std::vector<int>& t
         Send(group, pieces[k].tensor, takers[t], kFirstTensorTag + static_cast<int>(k), works);
       }
     }
-    WaitAll(works);
+    WaitForPointToPoint(works);
   } catch (const std::exception& e) {
     return LostPeer("sending the training state to", peer, e);
   }
@@ -277,11 +271,11 @@ absl::StatusOr<TrainingCursor> ReceiveTrainingState(CollectiveGroup& group, int 
   try {
     torch::Tensor length = torch::zeros({1}, torch::dtype(torch::kInt64).device(device));
     Receive(group, length, source, kLengthTag, works);
-    WaitAll(works);
+    WaitForPointToPoint(works);
     torch::Tensor header =
         torch::empty({length.item<int64_t>()}, torch::dtype(torch::kUInt8).device(device));
     Receive(group, header, source, kHeaderTag, works);
-    WaitAll(works);
+    WaitForPointToPoint(works);
     header = header.cpu();
     try {
       archive.load_from(static_cast<const char*>(header.data_ptr()),
@@ -295,19 +289,20 @@ absl::StatusOr<TrainingCursor> ReceiveTrainingState(CollectiveGroup& group, int 
         torch::full({1}, plan.ok() ? int64_t{1} : int64_t{0}, torch::dtype(torch::kInt64))
             .to(device);
     Send(group, answer, source, kAnswerTag, works);
-    WaitAll(works);
+    WaitForPointToPoint(works);
     if (!plan.ok()) return plan.status();
     for (size_t k = 0; k < plan->into.size(); ++k) {
       Receive(group, plan->into[k], source, kFirstTensorTag + static_cast<int>(k), works);
     }
-    WaitAll(works);
+    WaitForPointToPoint(works);
   } catch (const std::exception& e) {
     return LostPeer("receiving the training state from", source, e);
   }
-  for (auto& [live, stand_in] : plan->copy_back) live.copy_(stand_in);
   for (const torch::Tensor& t : plan->into) stats->bytes += static_cast<int64_t>(t.nbytes());
   stats->move_ms = MsSince(mark);
   mark = Clock::now();
+  // All of it arrived: only now does this rank's state change.
+  for (auto& [live, stand_in] : plan->copy_in) live.copy_(stand_in);
   absl::Status imported = ImportOptimizerState(*refs.optimizer, refs.params, plan->optimizer);
   if (!imported.ok()) return imported;
   try {
