@@ -1,6 +1,6 @@
 // In-place recovery end to end (fault_tolerance.in_place) with real
-// processes on loopback: a rank that crashes and a worker killed with
-// SIGKILL. The surviving rank processes keep their state and regroup as the
+// processes on loopback: a rank that crashes, a worker killed with
+// SIGKILL, and a replacement's worker frozen during the state's transfer. The surviving rank processes keep their state and regroup as the
 // next generation, with a replacement rank on a free slot (the crashed
 // rank's own, or a spare worker's) that gets their state over the
 // collective, or on two ranks when no slot is free. They redo only the
@@ -267,6 +267,63 @@ TEST(InPlaceRecoveryTest, ARankLostDuringTheRecoveryIsRecoveredAgain) {
       std::cout << e.time_unix_ms() % 100000 << " " << e.log().text() << std::endl;
     }
   }
+}
+
+// Rank 2 crashes at step 30 and its replacement's worker is cut off (its
+// processes frozen: no exit, no TCP reset) just before it takes the
+// state. The survivor sending the state hears nothing from the group; the
+// coordinator finds the worker lost at its lease and regroups the two
+// survivors again, and they give up the transfer then, not at the
+// collective timeout: no restart from the checkpoint, nothing trained
+// twice or skipped.
+TEST(InPlaceRecoveryTest, AReplacementCutOffDuringTheStateTransferIsGivenUp) {
+  const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
+  ClusterOptions options;
+  options.coordinator_flags = {"--lease-ms", "3000", "--heartbeat-ms", "250"};
+  std::unique_ptr<LocalCluster> cluster;
+  {
+    const ScopedEnv log("TRAINCTL_SAMPLE_LOG", samples_dir.path());
+    const ScopedEnv faults("TRAINCTL_FAULT",
+                           "exit:rank=2,step=30;freeze_before_state:rank=2,step=30,generation=2");
+    cluster = std::make_unique<LocalCluster>(3, 1, 1, options);
+  }
+  const v1::Job job = cluster->Submit(Spec(3, checkpoints_dir.path(), kInPlace));
+  const v1::Job done = WaitUntilFinal(*cluster, job.id());
+  cluster->KillWorker(2);  // frozen: a SIGTERM would wait for it
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED) << done.reason();
+  EXPECT_TRUE(RestartReasons(done).empty()) << RestartReasons(done)[0];
+  EXPECT_EQ(done.generation(), 3);
+  EXPECT_EQ(done.world_size(), 2);
+  std::vector<std::string> regroups;
+  for (const v1::Transition& t : done.transitions()) {
+    if (t.from() == v1::JOB_STATE_RUNNING && t.to() == v1::JOB_STATE_RUNNING) {
+      regroups.push_back(t.reason());
+    }
+  }
+  ASSERT_EQ(regroups.size(), 2u);
+  EXPECT_THAT(regroups[0], HasSubstr("1 new on w3"));
+  EXPECT_THAT(regroups[1], HasSubstr("recovered in place: generation 3 goes on with 2 of 3"));
+  std::vector<int64_t> want;
+  for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
+  EXPECT_EQ(TrainSteps(*cluster, done.id()), want);
+  const std::map<int, std::set<int64_t>> steps = StepsByGeneration(samples_dir.path(), job.id());
+  for (const auto& [generation, started] : steps) {
+    if (generation > 1) EXPECT_EQ(*started.begin(), 30) << "generation " << generation;
+  }
+  ExpectExactlyOnce(SamplesByStep(samples_dir.path(), done.id()), 2, kStepsPerEpoch, kBatch,
+                    kTrainSamples);
+  EXPECT_GT(Accuracy(done), 0.7);
+  // The sender gave the transfer up when told, not when the group timed out.
+  bool given_up = false;
+  for (const v1::JobEvent& e : cluster->Events(job.id())) {
+    if (!e.has_log()) continue;
+    given_up |= e.log().text().find("sending the training state to rank 2: the coordinator "
+                                    "recovered generation 2") != std::string::npos;
+    if (e.log().text().find("generation") != std::string::npos) {
+      std::cout << e.time_unix_ms() % 100000 << " " << e.log().text() << std::endl;
+    }
+  }
+  EXPECT_TRUE(given_up) << "the survivor's log names the abandoned transfer";
 }
 
 // An elastic in-place job on 2 of 3 workers: it grows to the free third

@@ -19,7 +19,8 @@ absl::StatusOr<FaultHooks> FaultHooks::Parse(absl::string_view text) {
     if (fault.kind != "hang" && fault.kind != "exit" && fault.kind != "exit_after_update" &&
         fault.kind != "crash_in_checkpoint" && fault.kind != "inf_gradient" &&
         fault.kind != "slow_join" && fault.kind != "wait_for_stop" &&
-        fault.kind != "slow_compute" && fault.kind != "exit_in_regroup") {
+        fault.kind != "slow_compute" && fault.kind != "exit_in_regroup" &&
+        fault.kind != "freeze_before_state") {
       return absl::InvalidArgumentError(
           absl::StrCat("TRAINCTL_FAULT: unknown kind '", fault.kind, "'"));
     }

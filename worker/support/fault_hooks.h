@@ -36,6 +36,11 @@ namespace trainctl::train {
 //                        step S failed, before it asks for its place in
 //                        the next generation (lost during an in-place
 //                        recovery)
+//   freeze_before_state  a rank that is to take the training state in an
+//                        in-place recovery resuming at step S stops its
+//                        worker and itself (SIGSTOP) just before: no exit,
+//                        no TCP reset, no heartbeat, as a node cut off the
+//                        network during the state's transfer
 // generation defaults to 1, so a restarted generation runs clean; job=N
 // limits the entry to job-N (ForJob), so other jobs of the cluster run clean.
 // TRAINCTL_SAMPLE_LOG=DIR: every rank appends, per micro-batch, a line

@@ -5,6 +5,7 @@
 // on the new world size from its first sample and no completed optimizer
 // step is lost or repeated.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -173,6 +174,11 @@ absl::StatusOr<TrainingLoop::Agreement> TrainingLoop::AgreeOnState(int old_rank)
                   << " refused the training state (see its log)" << std::endl;
       }
     } else if (std::find(takers.begin(), takers.end(), ctx_.rank) != takers.end()) {
+      if (ctx_.faults.Fires("freeze_before_state", ctx_.rank, ctx_.generation, agreed.resume)) {
+        std::cerr << "fault hook: freezing this rank and its worker before the state" << std::endl;
+        kill(getppid(), SIGSTOP);  // the worker: its heartbeats stop, no socket closes
+        raise(SIGSTOP);
+      }
       absl::StatusOr<TrainingCursor> loaded =
           ReceiveTrainingState(*ctx_.group, agreed.source, StateRefs(), &stats);
       if (!loaded.ok()) return loaded.status();
