@@ -124,6 +124,23 @@ void ExpectRecoveredInPlace(LocalCluster& cluster, const v1::Job& done,
   EXPECT_EQ(catalog.back().generation(), 2);
 }
 
+// A job whose rank was lost before step 30, recovered in place (more than
+// once, perhaps): every logged step once, every generation after the first
+// starting at step 30 (nothing before it trained again), every sample once.
+void ExpectWentOnFromStep30(LocalCluster& cluster, const v1::Job& done,
+                            const std::string& samples) {
+  std::vector<int64_t> want;
+  for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
+  EXPECT_EQ(TrainSteps(cluster, done.id()), want);
+  for (const auto& [generation, started] : StepsByGeneration(samples, done.id())) {
+    if (generation > 1) {
+      EXPECT_EQ(*started.begin(), 30) << "generation " << generation;
+    }
+  }
+  ExpectExactlyOnce(SamplesByStep(samples, done.id()), 2, kStepsPerEpoch, kBatch, kTrainSamples);
+  EXPECT_GT(Accuracy(done), 0.7);
+}
+
 // The crashed rank's slot is free again: a replacement takes it.
 TEST(InPlaceRecoveryTest, ACrashedRankIsReplacedInPlace) {
   const ScopedTempDir samples_dir("ip-samples"), checkpoints_dir("ip-ckpt");
@@ -250,17 +267,7 @@ TEST(InPlaceRecoveryTest, ARankLostDuringTheRecoveryIsRecoveredAgain) {
     }
   }
   EXPECT_EQ(regrouped, done.generation() - 1);
-  std::vector<int64_t> want;
-  for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
-  EXPECT_EQ(TrainSteps(*cluster, done.id()), want);
-  // Nothing before step 30 is trained again.
-  const std::map<int, std::set<int64_t>> steps = StepsByGeneration(samples_dir.path(), job.id());
-  for (const auto& [generation, started] : steps) {
-    if (generation > 1) EXPECT_EQ(*started.begin(), 30) << "generation " << generation;
-  }
-  ExpectExactlyOnce(SamplesByStep(samples_dir.path(), done.id()), 2, kStepsPerEpoch, kBatch,
-                    kTrainSamples);
-  EXPECT_GT(Accuracy(done), 0.7);
+  ExpectWentOnFromStep30(*cluster, done, samples_dir.path());
   for (const v1::JobEvent& e : cluster->Events(job.id())) {
     if (e.has_log() && (e.log().text().find("goes on at step") != std::string::npos ||
                         e.log().text().find("generation") != std::string::npos)) {
@@ -303,16 +310,7 @@ TEST(InPlaceRecoveryTest, AReplacementCutOffDuringTheStateTransferIsGivenUp) {
   ASSERT_EQ(regroups.size(), 2u);
   EXPECT_THAT(regroups[0], HasSubstr("1 new on w3"));
   EXPECT_THAT(regroups[1], HasSubstr("recovered in place: generation 3 goes on with 2 of 3"));
-  std::vector<int64_t> want;
-  for (int64_t s = 5; s <= 2 * kStepsPerEpoch; s += 5) want.push_back(s);
-  EXPECT_EQ(TrainSteps(*cluster, done.id()), want);
-  const std::map<int, std::set<int64_t>> steps = StepsByGeneration(samples_dir.path(), job.id());
-  for (const auto& [generation, started] : steps) {
-    if (generation > 1) EXPECT_EQ(*started.begin(), 30) << "generation " << generation;
-  }
-  ExpectExactlyOnce(SamplesByStep(samples_dir.path(), done.id()), 2, kStepsPerEpoch, kBatch,
-                    kTrainSamples);
-  EXPECT_GT(Accuracy(done), 0.7);
+  ExpectWentOnFromStep30(*cluster, done, samples_dir.path());
   // The sender gave the transfer up when told, not when the group timed out.
   bool given_up = false;
   for (const v1::JobEvent& e : cluster->Events(job.id())) {
