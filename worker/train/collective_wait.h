@@ -1,13 +1,14 @@
 #pragma once
 
-// How a rank waits for its collectives.
+// How a rank waits for its collectives and its point-to-point transfers.
 //
 // A plain wait, unless the rank installs an abandon check (rank_main.cc
 // does for an in-place job on the CPU): the coordinator may find a peer
 // lost that the collective cannot see, a node cut off without a TCP reset,
 // whose peers would otherwise wait for the collective timeout, and tell
-// the rank's agent to make it give the group up. Then each wait goes in
-// short slices and throws GroupAbandoned as soon as the check says so.
+// the rank's agent to make it give the group up. Then a collective's wait
+// goes in short slices, a transfer's on a thread of its own, and either
+// throws GroupAbandoned as soon as the check says so.
 
 #include <functional>
 #include <stdexcept>
