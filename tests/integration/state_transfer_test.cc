@@ -298,7 +298,7 @@ TEST_F(StateTransferTest, ALostSenderIsUnavailableToItsTakerNotAHang) {
       return got;
     }));
   }
-  threads[0].get();
+  EXPECT_EQ(threads[0].get().status().message(), "the sender");
   const absl::StatusOr<TrainingCursor> got = threads[1].get();
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
   EXPECT_NE(got.status().message().find("receiving the training state from rank 0"),
