@@ -71,8 +71,11 @@ build-torch2: configure-torch2
 # builds: the wheel's LibTorch has CUDA.
 build-cuda: build-torch2
 
+# The sanitizer and fuzzer tests build trees of their own without LibTorch
+# (TRAINCTL_WITH_WORKER=OFF), the same in both flavours: they run once, in
+# `make test`.
 test-torch2: build-torch2
-	cd $(TORCH2_BUILD) && ctest --output-on-failure -j$(JOBS) -LE slow
+	cd $(TORCH2_BUILD) && ctest --output-on-failure -j$(JOBS) -LE "slow|sanitize|fuzz"
 
 demo: build
 	bash deploy/local-cluster.sh --bin $(BUILD)/bin examples/fashion-mnist-mlp.yaml
@@ -81,4 +84,4 @@ format:
 	git ls-files '*.cc' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log $(TORCH2_BUILD) $(TORCH2_BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD).configure.log $(TORCH2_BUILD) $(TORCH2_BUILD).configure.log build-venvs
